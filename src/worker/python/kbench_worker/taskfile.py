@@ -33,8 +33,12 @@ def _assigned_names(tree):
             yield node.target.id, node
 
 
-def rewrite(source, overrides, filename="<task>"):
-    """Return the module's code object with the given top-level constants replaced."""
+def rewrite(source, overrides, filename="<task>", strict=True):
+    """Return the module's code object with the given top-level constants replaced.
+
+    With ``strict`` every override must name a constant the file assigns (task files); without
+    it, names the file does not assign are ignored (submissions need not repeat the constants).
+    """
     tree = ast.parse(source, filename=filename)
     found = set()
     for name, node in _assigned_names(tree):
@@ -42,7 +46,7 @@ def rewrite(source, overrides, filename="<task>"):
             node.value = _literal(overrides[name])
             found.add(name)
     missing = sorted(set(overrides) - found)
-    if missing:
+    if missing and strict:
         raise OverrideError(
             f"{filename} assigns no module constant named {', '.join(missing)}"
         )
@@ -50,11 +54,11 @@ def rewrite(source, overrides, filename="<task>"):
     return compile(tree, filename, "exec")
 
 
-def load(path, overrides=None, module_name=None):
+def load(path, overrides=None, module_name=None, strict=True):
     """Execute the file at ``path`` as a new module under a name of its own."""
     path = Path(path)
     source = path.read_text()
-    code = rewrite(source, overrides or {}, str(path))
+    code = rewrite(source, overrides or {}, str(path), strict)
     name = module_name or f"kbench_file_{abs(hash(str(path)))}"
     spec = importlib.util.spec_from_loader(name, loader=None, origin=str(path))
     module = importlib.util.module_from_spec(spec)
@@ -92,3 +96,8 @@ def scale_overrides(task_path, scale):
     if entry is None:
         raise OverrideError(f"{table_path} has no '{scale}' sizes for {task_path.stem}")
     return entry
+
+
+def overrides(task_path, scale=None, sets=None):
+    """The constants to override for a task: its named scale, then explicit --set values."""
+    return {**scale_overrides(task_path, scale), **(sets or {})}

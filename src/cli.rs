@@ -1,0 +1,136 @@
+//! The command line as typed: raw flags only. `config` resolves them into one `Config`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::task::TaskId;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  the gate passed: every evaluated kernel is correct (and fast enough, with --min-speedup)
+  1  the gate failed: a kernel is incorrect, failed to build or run, timed out, crashed,
+     or is slower than --min-speedup
+  2  kbench itself failed (bad arguments, unreadable input, no Python with torch)";
+
+#[derive(Debug, Parser)]
+#[command(name = "kbench", version, about = "Benchmark and verify AI-generated GPU kernels on the KernelBench tasks", after_help = EXIT_CODES)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Evaluate submissions: build, check correctness, time against the reference
+    #[command(after_help = EXIT_CODES)]
+    Eval(Box<EvalArgs>),
+    /// List the tasks found
+    List(ListArgs),
+    /// Check the Python, torch, CUDA, compiler and NVML set-up, with a fix for each problem
+    Doctor(PythonArg),
+}
+
+#[derive(Debug, Args)]
+pub struct TaskSource {
+    /// A KernelBench-format tree holding level1/ level2/ level3/ [default: the tasks built into kbench]
+    #[arg(long, value_name = "DIR")]
+    pub tasks: Option<PathBuf>,
+    /// Only tasks of this level
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=3))]
+    pub level: Option<u32>,
+}
+
+#[derive(Debug, Args)]
+pub struct PythonArg {
+    /// Python with torch [default: $KBENCH_PYTHON, else .venv/bin/python if present, else python3]
+    #[arg(long, value_name = "PY")]
+    pub python: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub source: TaskSource,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DeviceArg {
+    Auto,
+    Cuda,
+    Cpu,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PrecisionArg {
+    Fp32,
+    Fp16,
+    Bf16,
+}
+
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// A submission directory (mirrored levelN/ layout or KernelBench run files), or one file with --task
+    pub path: PathBuf,
+    #[command(flatten)]
+    pub source: TaskSource,
+    /// The task of a single-file submission, e.g. 1/19
+    #[arg(long, value_name = "LEVEL/N")]
+    pub task: Option<TaskId>,
+    /// Only these tasks, e.g. 1/19,2/3
+    #[arg(long, value_delimiter = ',', value_name = "LEVEL/N,...")]
+    pub only: Vec<TaskId>,
+    /// Where kernels run; auto picks CUDA when torch sees a GPU
+    #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
+    pub device: DeviceArg,
+    /// GPUs to use, one evaluation at a time on each [default: all]
+    #[arg(long, value_delimiter = ',', value_name = "0,1,...")]
+    pub gpus: Vec<u32>,
+    #[command(flatten)]
+    pub python: PythonArg,
+    /// Output folder [default: reports/run-<time>]
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Parallel builds [default: number of CPU cores]
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Correctness trials, each with fresh inputs
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub trials: u32,
+    /// Timing samples per arm (reference and candidate)
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub samples: u32,
+    /// Precision of inputs and weights
+    #[arg(long, value_enum, default_value_t = PrecisionArg::Fp32)]
+    pub precision: PrecisionArg,
+    /// Absolute tolerance [default: 1e-4 for fp32, 1e-2 for fp16/bf16]
+    #[arg(long)]
+    pub atol: Option<f64>,
+    /// Relative tolerance [default: 1e-4 for fp32, 1e-2 for fp16/bf16]
+    #[arg(long)]
+    pub rtol: Option<f64>,
+    /// Seed of inputs and timing (weights follow KernelBench: seed 42 before each constructor)
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Task sizes: full, or a named scale from each level's scale.toml (e.g. small, for CPUs)
+    #[arg(long, value_name = "NAME")]
+    pub scale: Option<String>,
+    /// Override a task's module constant, e.g. --set batch_size=2 (a Python literal)
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    pub sets: Vec<String>,
+    /// Seconds allowed to import and build one submission
+    #[arg(long, value_name = "S", default_value_t = 600.0)]
+    pub timeout_compile: f64,
+    /// Seconds allowed to load a task or submission on its device and construct the model
+    #[arg(long, value_name = "S", default_value_t = 300.0)]
+    pub timeout_load: f64,
+    /// Seconds allowed for one trial or one block of timing samples
+    #[arg(long, value_name = "S", default_value_t = 120.0)]
+    pub timeout_call: f64,
+    /// Fail the gate when a correct kernel's speedup is below X
+    #[arg(long, value_name = "X")]
+    pub min_speedup: Option<f64>,
+    /// Continue the run in --out, skipping evaluations it already holds
+    #[arg(long)]
+    pub resume: bool,
+}

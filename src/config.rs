@@ -1,0 +1,282 @@
+//! Flags resolved into one `Config`: defaults applied, values checked, paths made absolute.
+//! Needs the environment probe for `--device auto` and the GPU list.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::cli::{DeviceArg, EvalArgs, PrecisionArg};
+use crate::error::{Error, Result};
+use crate::probe::Probe;
+use crate::record::RecordedConfig;
+use crate::task::TaskId;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Device {
+    Cuda,
+    Cpu,
+}
+
+impl Device {
+    /// The device string the workers pass to torch (each worker sees one GPU).
+    pub fn torch_name(self) -> &'static str {
+        match self {
+            Device::Cuda => "cuda",
+            Device::Cpu => "cpu",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Timeouts {
+    pub compile: Duration,
+    pub load: Duration,
+    pub call: Duration,
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub python: String,
+    pub tasks_root: PathBuf,
+    /// How the run names its task tree in records: "bundled" or the path as given.
+    pub tasks_label: String,
+    pub cache: PathBuf,
+    pub out: PathBuf,
+    pub run_id: String,
+    pub device: Device,
+    /// GPU indices, one evaluation slot each; empty on the CPU.
+    pub gpus: Vec<u32>,
+    pub jobs: usize,
+    pub precision: &'static str,
+    pub atol: f64,
+    pub rtol: f64,
+    pub trials: u32,
+    pub samples: u32,
+    pub seed: u64,
+    pub scale: Option<String>,
+    pub sets: Map<String, Value>,
+    pub timeouts: Timeouts,
+    pub min_speedup: Option<f64>,
+    pub resume: bool,
+    pub only: Vec<TaskId>,
+    pub level: Option<u32>,
+    pub single_task: Option<TaskId>,
+    /// TORCH_CUDA_ARCH_LIST for builds without a visible GPU, e.g. "9.0".
+    pub cuda_arch_list: String,
+}
+
+/// `--python`, else $KBENCH_PYTHON, else `.venv/bin/python` in the current folder, else python3.
+/// A path with a slash is made absolute, since workers run in other folders; a bare name is
+/// looked up on PATH.
+pub fn python(flag: Option<&str>) -> String {
+    let chosen = flag
+        .map(String::from)
+        .or_else(|| std::env::var("KBENCH_PYTHON").ok())
+        .or_else(|| {
+            Path::new(".venv/bin/python")
+                .exists()
+                .then(|| ".venv/bin/python".into())
+        })
+        .unwrap_or_else(|| "python3".into());
+    if chosen.contains('/') {
+        if let Ok(abs) = std::path::absolute(&chosen) {
+            return abs.display().to_string();
+        }
+    }
+    chosen
+}
+
+/// kbench's cache: $KBENCH_CACHE, else $XDG_CACHE_HOME/kbench, else ~/.cache/kbench.
+pub fn cache_dir() -> PathBuf {
+    if let Some(p) = std::env::var_os("KBENCH_CACHE") {
+        return PathBuf::from(p);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("kbench")
+}
+
+/// `NAME=VALUE` with VALUE a JSON value (numbers, lists for tuples, "strings"); bare words are strings.
+fn parse_set(raw: &str) -> Result<(String, Value)> {
+    let (name, value) = raw.split_once('=').ok_or_else(|| {
+        Error::Usage(format!(
+            "--set {raw}: expected NAME=VALUE, e.g. batch_size=2"
+        ))
+    })?;
+    let name = name.trim();
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(Error::Usage(format!(
+            "--set {raw}: '{name}' is not a Python name"
+        )));
+    }
+    let value = serde_json::from_str(value.trim())
+        .unwrap_or_else(|_| Value::String(value.trim().to_string()));
+    Ok((name.to_string(), value))
+}
+
+fn absolute(p: &Path) -> Result<PathBuf> {
+    std::path::absolute(p).map_err(|e| Error::read(p, e))
+}
+
+impl Config {
+    pub fn resolve(
+        args: &EvalArgs,
+        tasks_root: PathBuf,
+        python: String,
+        probe: &Probe,
+    ) -> Result<Config> {
+        let tasks_label = args
+            .source
+            .tasks
+            .as_ref()
+            .map_or("bundled".into(), |p| p.display().to_string());
+        let device = match args.device {
+            DeviceArg::Cpu => Device::Cpu,
+            DeviceArg::Cuda if !probe.cuda_available() => {
+                return Err(Error::Usage(format!(
+                    "use --device cuda: torch at {python} sees no GPU (run `kbench doctor`)"
+                )))
+            }
+            DeviceArg::Cuda => Device::Cuda,
+            DeviceArg::Auto if probe.cuda_available() => Device::Cuda,
+            DeviceArg::Auto => Device::Cpu,
+        };
+        let visible = probe.gpu_count();
+        let gpus = match device {
+            Device::Cpu => Vec::new(),
+            Device::Cuda if args.gpus.is_empty() => (0..visible as u32).collect(),
+            Device::Cuda => {
+                if let Some(g) = args.gpus.iter().find(|g| **g as usize >= visible) {
+                    return Err(Error::Usage(format!(
+                        "use GPU {g}: torch sees {visible} GPU(s)"
+                    )));
+                }
+                args.gpus.clone()
+            }
+        };
+        let (precision, tolerance) = match args.precision {
+            PrecisionArg::Fp32 => ("fp32", 1e-4),
+            PrecisionArg::Fp16 => ("fp16", 1e-2),
+            PrecisionArg::Bf16 => ("bf16", 1e-2),
+        };
+        for (name, value) in [("--atol", args.atol), ("--rtol", args.rtol)] {
+            if value.is_some_and(|v| !(v >= 0.0 && v.is_finite())) {
+                return Err(Error::Usage(format!("{name} must be a finite number >= 0")));
+            }
+        }
+        if args.trials == 0 {
+            return Err(Error::Usage("--trials must be at least 1".into()));
+        }
+        if args.samples < 2 {
+            return Err(Error::Usage("--samples must be at least 2".into()));
+        }
+        let seconds = |name: &str, s: f64| {
+            if s > 0.0 && s.is_finite() {
+                Ok(Duration::from_secs_f64(s))
+            } else {
+                Err(Error::Usage(format!(
+                    "{name} must be a positive number of seconds"
+                )))
+            }
+        };
+        let timeouts = Timeouts {
+            compile: seconds("--timeout-compile", args.timeout_compile)?,
+            load: seconds("--timeout-load", args.timeout_load)?,
+            call: seconds("--timeout-call", args.timeout_call)?,
+        };
+        let mut sets = Map::new();
+        for raw in &args.sets {
+            let (k, v) = parse_set(raw)?;
+            sets.insert(k, v);
+        }
+        let run_id = chrono::Local::now().format("run-%Y%m%d-%H%M%S").to_string();
+        if args.resume && args.out.is_none() {
+            return Err(Error::Usage(
+                "--resume needs --out DIR, the folder of the run to continue".into(),
+            ));
+        }
+        let out = absolute(
+            &args
+                .out
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("reports").join(&run_id)),
+        )?;
+        let jobs = args
+            .jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .max(1);
+        Ok(Config {
+            python,
+            tasks_root,
+            tasks_label,
+            cache: cache_dir(),
+            out,
+            run_id,
+            device,
+            gpus,
+            jobs,
+            precision,
+            atol: args.atol.unwrap_or(tolerance),
+            rtol: args.rtol.unwrap_or(tolerance),
+            trials: args.trials,
+            samples: args.samples,
+            seed: args.seed,
+            scale: args.scale.clone().filter(|s| s != "full"),
+            sets,
+            timeouts,
+            min_speedup: args.min_speedup,
+            resume: args.resume,
+            only: args.only.clone(),
+            level: args.source.level,
+            single_task: args.task,
+            cuda_arch_list: probe.cuda_arch_list(),
+        })
+    }
+
+    /// Number of evaluations that may run at once: one per GPU, one on the CPU.
+    pub fn slots(&self) -> usize {
+        self.gpus.len().max(1)
+    }
+
+    /// The size overrides as one JSON value (scale name and --set values).
+    pub fn overrides_json(&self) -> Value {
+        serde_json::json!({"scale": self.scale, "set": self.sets})
+    }
+
+    pub fn recorded(&self) -> RecordedConfig {
+        RecordedConfig {
+            tasks: self.tasks_label.clone(),
+            device: self.device.torch_name().into(),
+            precision: self.precision.into(),
+            atol: self.atol,
+            rtol: self.rtol,
+            trials: self.trials,
+            samples: self.samples,
+            seed: self.seed,
+            overrides: self.overrides_json(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_set_values() {
+        assert_eq!(
+            parse_set("batch_size=2").unwrap(),
+            ("batch_size".into(), Value::from(2))
+        );
+        assert_eq!(
+            parse_set("shape=[3, 5]").unwrap().1,
+            serde_json::json!([3, 5])
+        );
+        assert_eq!(parse_set("mode=nearest").unwrap().1, Value::from("nearest"));
+        assert!(parse_set("batch_size").is_err());
+        assert!(parse_set("a b=1").is_err());
+    }
+}

@@ -1,0 +1,91 @@
+//! `kbench doctor`: each thing a run needs, found or not, with the fix when not.
+
+use crate::probe::{nvml_driver, Probe};
+
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    pub found: String,
+    pub fix: &'static str,
+}
+
+/// The checks, from a probe (or the reason no probe could run).
+pub fn checks(python: &str, probe: Result<&Probe, String>) -> Vec<Check> {
+    let mut out = Vec::new();
+    let facts = match probe {
+        Ok(p) => p.facts.clone(),
+        Err(why) => {
+            out.push(Check {
+                name: "python + torch",
+                ok: false,
+                found: format!("{python}: {why}"),
+                fix: "install torch into a venv (python3 -m venv .venv && .venv/bin/pip install torch==2.11.0 ninja numpy) or pass --python",
+            });
+            serde_json::Value::Null
+        }
+    };
+    if facts.is_null() {
+        return out;
+    }
+    let text = |k: &str| facts[k].as_str().unwrap_or("not found").to_string();
+    out.push(Check {
+        name: "python",
+        ok: true,
+        found: format!("{} ({python})", text("python")),
+        fix: "",
+    });
+    out.push(Check {
+        name: "torch",
+        ok: true,
+        found: text("torch"),
+        fix: "",
+    });
+    let gpus: Vec<String> = facts["gpus"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|g| {
+            format!(
+                "{} (sm {})",
+                g["name"].as_str().unwrap_or("?"),
+                g["capability"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    out.push(Check {
+        name: "CUDA",
+        ok: facts["cuda_available"] == true,
+        found: if gpus.is_empty() { "no GPU visible to torch".into() } else { format!("CUDA {} with {}", text("torch_cuda"), gpus.join(", ")) },
+        fix: "install a CUDA build of torch and the NVIDIA driver; without a GPU, kbench runs on the CPU (--device cpu)",
+    });
+    out.push(Check {
+        name: "nvcc",
+        ok: facts["nvcc"].is_string(),
+        found: text("nvcc"),
+        fix: "install the CUDA toolkit (or pip install nvidia-cuda-nvcc) and set CUDA_HOME; needed for CUDA load_inline submissions",
+    });
+    out.push(Check {
+        name: "ninja",
+        ok: facts["ninja"] == true,
+        found: if facts["ninja"] == true {
+            "found".into()
+        } else {
+            "not found".into()
+        },
+        fix: "pip install ninja (torch builds extensions with it)",
+    });
+    out.push(Check {
+        name: "c++ compiler",
+        ok: facts["cxx"].is_string(),
+        found: text("cxx"),
+        fix: "install g++ (apt-get install g++)",
+    });
+    let nvml = nvml_driver();
+    out.push(Check {
+        name: "NVML",
+        ok: nvml.is_ok(),
+        found: nvml.map_or_else(|e| e, |v| format!("driver {v}")),
+        fix: "install the NVIDIA driver (libnvidia-ml.so); without it kbench records no driver or clock telemetry",
+    });
+    out
+}

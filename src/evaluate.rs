@@ -1,0 +1,524 @@
+//! One evaluation, (task, submission) on one device, through the Python workers: the compile
+//! worker builds, the reference worker (trusted) makes the expected outputs and compares, the
+//! candidate worker (untrusted) runs ModelNew. Everything that can go wrong in submission code
+//! ends as a `Verdict`, never as an `Err`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::config::{Config, Device};
+use crate::record::{Arm, Build, BuildStatus, Evaluation, Timing, Trial};
+use crate::stats;
+use crate::submission::Submission;
+use crate::task::Task;
+use crate::verdict::Verdict;
+use crate::worker::{Failure, Reply, Spawn, Worker, WorkerError};
+
+/// Runs compile and evaluation steps; the scheduler is generic over it so it can be tested
+/// with a scripted fake.
+pub trait Backend: Sync {
+    fn compile(&self, task: &Task, submission: &Submission) -> Build;
+    /// Evaluate on `slot` (an index into the configured devices).
+    fn evaluate(
+        &self,
+        task: &Task,
+        submission: &Submission,
+        build: &Build,
+        slot: usize,
+    ) -> Evaluation;
+}
+
+/// The real backend: Python workers.
+pub struct Python<'a> {
+    pub config: &'a Config,
+    /// Folder holding the embedded `kbench_worker` package.
+    pub worker_path: PathBuf,
+    /// torch version and GPU architectures: part of every build's cache key.
+    pub build_key: String,
+}
+
+/// Samples per block; a round is A C C A (or C A A C) in blocks, so drift cancels within a round.
+const BLOCK: u32 = 10;
+const BOOTSTRAP_RESAMPLES: usize = 2000;
+const CI_LEVEL: f64 = 0.95;
+
+/// A seed for each trial derived from the run's seed (splitmix64), so trials differ but repeat.
+fn derive_seed(seed: u64, stream: u64) -> u64 {
+    let mut z = seed.wrapping_add(stream.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) & ((1 << 53) - 1)
+}
+
+/// A file-name-safe form of a submission's path, for its logs.
+fn slug(submission: &Submission) -> String {
+    let name: String = submission
+        .file
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!(
+        "{}-{}",
+        name.trim_end_matches(".py"),
+        &submission.sha256[..8]
+    )
+}
+
+/// An evaluation that ended before any trial ran.
+fn early(task: &Task, submission: &Submission, verdict: Verdict, reason: String) -> Evaluation {
+    Evaluation {
+        task: task.id,
+        task_name: task.name.clone(),
+        file: submission.file.clone(),
+        sample: submission.sample,
+        sha256: submission.sha256.clone(),
+        verdict,
+        reason,
+        build: None,
+        trials: Vec::new(),
+        timing: None,
+        logs: Vec::new(),
+        seconds: 0.0,
+    }
+}
+
+/// The verdict for an error the candidate's code raised.
+fn candidate_verdict(error: &WorkerError) -> Verdict {
+    match error.kind.as_str() {
+        "syntax" | "build" => Verdict::CompileError,
+        "output" => Verdict::Incorrect,
+        _ => Verdict::RuntimeError,
+    }
+}
+
+/// The verdict when the candidate worker gave no reply.
+fn failure_verdict(failure: &Failure) -> Verdict {
+    match failure {
+        Failure::Timeout(_) => Verdict::Timeout,
+        Failure::Exited(_) | Failure::Protocol(_) => Verdict::Crashed,
+    }
+}
+
+/// A worker request's outcome, flattened: a body, or a verdict with its reason.
+fn ask(worker: &mut Worker, body: Value, deadline: Duration) -> Result<Value, (Verdict, String)> {
+    match worker.request(body, deadline) {
+        Ok(Reply::Ok(v)) => Ok(v),
+        Ok(Reply::Err(e)) => Err((candidate_verdict(&e), e.message)),
+        Err(f) => Err((failure_verdict(&f), f.to_string())),
+    }
+}
+
+impl Python<'_> {
+    fn spawn(&self, role: &str, log: &Path, env: Vec<(String, String)>) -> Result<Worker, String> {
+        let mut env = env;
+        env.push(("PYTHONPATH".into(), self.worker_path.display().to_string()));
+        let spec = Spawn {
+            python: self.config.python.clone(),
+            args: vec!["-m".into(), "kbench_worker".into(), role.into()],
+            env,
+            log: log.to_path_buf(),
+            cwd: self.config.out.clone(),
+        };
+        Worker::spawn(&spec)
+            .map_err(|e| format!("start {role} worker with {}: {e}", self.config.python))
+    }
+
+    fn build_dir(&self, submission: &Submission) -> PathBuf {
+        let mut h = Sha256::new();
+        h.update(&submission.sha256);
+        h.update(&self.build_key);
+        h.update(self.config.overrides_json().to_string());
+        self.config
+            .cache
+            .join("builds")
+            .join(format!("{:x}", h.finalize()))
+    }
+
+    /// Environment shared by the compile and candidate workers: the build cache of this file.
+    fn build_env(&self, submission: &Submission) -> Vec<(String, String)> {
+        let dir = self.build_dir(submission);
+        vec![
+            (
+                "TORCH_EXTENSIONS_DIR".into(),
+                dir.join("torch_extensions").display().to_string(),
+            ),
+            (
+                "TRITON_CACHE_DIR".into(),
+                dir.join("triton").display().to_string(),
+            ),
+        ]
+    }
+
+    fn request_base(&self, task: &Task, cmd: &str) -> Value {
+        json!({
+            "cmd": cmd,
+            "task": task.path,
+            "scale": self.config.scale,
+            "set": self.config.sets,
+        })
+    }
+
+    fn log_path(&self, submission: &Submission, role: &str) -> (PathBuf, String) {
+        let rel = format!("logs/{}.{role}.log", slug(submission));
+        (self.config.out.join(&rel), rel)
+    }
+}
+
+impl Backend for Python<'_> {
+    fn compile(&self, task: &Task, submission: &Submission) -> Build {
+        let started = Instant::now();
+        let dir = self.build_dir(submission);
+        let cached = dir.join("build.json");
+        let (log, log_rel) = self.log_path(submission, "build");
+        if let Some(mut build) = std::fs::read(&cached)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Build>(&b).ok())
+        {
+            build.cache_hit = true;
+            build.seconds = started.elapsed().as_secs_f64();
+            return build;
+        }
+        let mut build = Build {
+            status: BuildStatus::Ok,
+            message: String::new(),
+            log: log_rel,
+            seconds: 0.0,
+            cache_hit: false,
+            kernels: Vec::new(),
+        };
+        let mut env = self.build_env(submission);
+        env.push(("CUDA_VISIBLE_DEVICES".into(), String::new()));
+        env.push((
+            "TORCH_CUDA_ARCH_LIST".into(),
+            self.config.cuda_arch_list.clone(),
+        ));
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            build.status = BuildStatus::Crashed;
+            build.message = format!("create build folder {}: {e}", dir.display());
+            return build;
+        }
+        let mut request = self.request_base(task, "compile");
+        request["submission"] = json!(submission.path);
+        let outcome = self
+            .spawn("compile", &log, env)
+            .map_err(|e| (BuildStatus::Crashed, e))
+            .and_then(|mut w| {
+                let reply = w.request(request, self.config.timeouts.compile);
+                w.finish();
+                match reply {
+                    Ok(Reply::Ok(v)) => Ok(v),
+                    Ok(Reply::Err(e)) if e.kind == "syntax" || e.kind == "build" => {
+                        Err((BuildStatus::Failed, e.message))
+                    }
+                    Ok(Reply::Err(e)) => Err((BuildStatus::ImportFailed, e.message)),
+                    Err(f @ Failure::Timeout(_)) => Err((BuildStatus::Timeout, f.to_string())),
+                    Err(f) => Err((BuildStatus::Crashed, f.to_string())),
+                }
+            });
+        match outcome {
+            Ok(v) => {
+                build.kernels = serde_json::from_value(v["kernels"].clone()).unwrap_or_default();
+            }
+            Err((status, message)) => {
+                build.status = status;
+                build.message = message;
+            }
+        }
+        build.seconds = started.elapsed().as_secs_f64();
+        // Only outcomes that the same source always gives are cached.
+        if matches!(build.status, BuildStatus::Ok | BuildStatus::Failed) {
+            if let Ok(bytes) = serde_json::to_vec_pretty(&build) {
+                let _ = std::fs::write(&cached, bytes);
+            }
+        }
+        build
+    }
+
+    fn evaluate(
+        &self,
+        task: &Task,
+        submission: &Submission,
+        build: &Build,
+        slot: usize,
+    ) -> Evaluation {
+        let started = Instant::now();
+        let mut eval = early(task, submission, Verdict::Pass, String::new());
+        eval.build = Some(build.clone());
+        match build.status {
+            BuildStatus::Failed => {
+                eval.verdict = Verdict::CompileError;
+                eval.reason = build.message.clone();
+            }
+            BuildStatus::Timeout => {
+                eval.verdict = Verdict::Timeout;
+                eval.reason = format!("build: {}", build.message);
+            }
+            BuildStatus::Crashed => {
+                eval.verdict = Verdict::Crashed;
+                eval.reason = format!("build: {}", build.message);
+            }
+            BuildStatus::Ok | BuildStatus::ImportFailed => {
+                if let Err((verdict, reason)) = self.run_workers(task, submission, slot, &mut eval)
+                {
+                    eval.verdict = verdict;
+                    eval.reason = reason;
+                }
+            }
+        }
+        eval.seconds = started.elapsed().as_secs_f64();
+        eval
+    }
+}
+
+impl Python<'_> {
+    /// Load both workers, run the trials, then time; fills `eval` or returns the verdict that ends it.
+    fn run_workers(
+        &self,
+        task: &Task,
+        sub: &Submission,
+        slot: usize,
+        eval: &mut Evaluation,
+    ) -> Result<(), (Verdict, String)> {
+        let cfg = self.config;
+        let device_env = match cfg.device {
+            Device::Cuda => vec![("CUDA_VISIBLE_DEVICES".into(), cfg.gpus[slot].to_string())],
+            Device::Cpu => vec![("CUDA_VISIBLE_DEVICES".into(), String::new())],
+        };
+        let (ref_log, ref_rel) = self.log_path(sub, "reference");
+        let (cand_log, cand_rel) = self.log_path(sub, "candidate");
+        eval.logs = vec![ref_rel, cand_rel];
+        let skipped = |why: String| (Verdict::Skipped, why);
+        let mut reference = self
+            .spawn("reference", &ref_log, device_env.clone())
+            .map_err(skipped)?;
+        let mut cand_env = device_env;
+        cand_env.extend(self.build_env(sub));
+        let mut candidate = self
+            .spawn("candidate", &cand_log, cand_env)
+            .map_err(skipped)?;
+
+        let device = cfg.device.torch_name();
+        let mut load = self.request_base(task, "load");
+        load["device"] = json!(device);
+        load["precision"] = json!(cfg.precision);
+        load["atol"] = json!(cfg.atol);
+        load["rtol"] = json!(cfg.rtol);
+        let mut cand_load = load.clone();
+        cand_load["submission"] = json!(sub.path);
+
+        // Both load at once; the reference's failure decides first (it is not the submission's fault).
+        let loads = std::thread::scope(|s| {
+            let r = s.spawn(|| reference.request(load, cfg.timeouts.load));
+            let c = candidate.request(cand_load, cfg.timeouts.load + cfg.timeouts.compile);
+            (r.join().expect("reference load thread"), c)
+        });
+        match loads.0 {
+            Ok(Reply::Ok(_)) => {}
+            Ok(Reply::Err(e)) if e.kind == "oom" => {
+                return Err(skipped(format!(
+                    "the reference does not fit: {}",
+                    e.message
+                )))
+            }
+            Ok(Reply::Err(e)) => {
+                return Err(skipped(format!(
+                    "the reference failed to load: {}",
+                    e.message
+                )))
+            }
+            Err(f) => return Err(skipped(format!("the reference worker failed: {f}"))),
+        }
+        let loaded = match loads.1 {
+            Ok(Reply::Ok(v)) => v,
+            Ok(Reply::Err(e)) => return Err((candidate_verdict(&e), e.message)),
+            Err(f) => return Err((failure_verdict(&f), f.to_string())),
+        };
+        let kernels: Vec<String> =
+            serde_json::from_value(loaded["kernels"].clone()).unwrap_or_default();
+
+        let exchange = tempfile::Builder::new()
+            .prefix("kbench-")
+            .tempdir_in(exchange_root())
+            .map_err(|e| skipped(format!("create an exchange folder: {e}")))?;
+        for index in 0..cfg.trials {
+            let seed = derive_seed(cfg.seed, 2 * u64::from(index) + 1);
+            let forward_seed = derive_seed(cfg.seed, 2 * u64::from(index) + 2);
+            let out = exchange.path().join(format!("trial{index}.pt"));
+            let ran = ask(
+                &mut candidate,
+                json!({"cmd": "trial", "seed": seed, "forward_seed": forward_seed, "out": out}),
+                cfg.timeouts.call,
+            )?;
+            let modified = ran["inputs_modified"].as_array().map_or(0, Vec::len);
+            let checked = match reference.request(
+                json!({"cmd": "check", "seed": seed, "forward_seed": forward_seed, "candidate_out": out}),
+                cfg.timeouts.call,
+            ) {
+                Ok(Reply::Ok(v)) => v,
+                Ok(Reply::Err(e)) if e.kind == "output" => return Err((Verdict::Incorrect, e.message)),
+                Ok(Reply::Err(e)) => return Err(skipped(format!("the reference failed: {}", e.message))),
+                Err(f) => return Err(skipped(format!("the reference worker failed: {f}"))),
+            };
+            let _ = std::fs::remove_file(&out);
+            let mut trial = Trial {
+                index,
+                correct: checked["correct"] == true,
+                reason: checked["reason"].as_str().unwrap_or_default().to_string(),
+                max_abs_diff: checked["max_abs_diff"].as_f64(),
+                max_rel_diff: checked["max_rel_diff"].as_f64(),
+            };
+            if modified > 0 && trial.correct {
+                trial.correct = false;
+                trial.reason = format!("forward modified {modified} of its inputs");
+            }
+            let failed = (!trial.correct).then(|| trial.reason.clone());
+            eval.trials.push(trial);
+            if let Some(reason) = failed {
+                return Err((Verdict::Incorrect, format!("trial {index}: {reason}")));
+            }
+        }
+
+        eval.timing = Some(self.time(&mut reference, &mut candidate)?);
+        reference.finish();
+        candidate.finish();
+        eval.verdict = if kernels.is_empty() {
+            Verdict::NoKernel
+        } else {
+            Verdict::Pass
+        };
+        if eval.verdict == Verdict::NoKernel {
+            eval.reason = "correct, but no custom kernel (pure PyTorch)".into();
+        }
+        Ok(())
+    }
+
+    /// Interleaved rounds of reference (A) and candidate (C) blocks: A C C A, then C A A C.
+    fn time(
+        &self,
+        reference: &mut Worker,
+        candidate: &mut Worker,
+    ) -> Result<Timing, (Verdict, String)> {
+        let cfg = self.config;
+        let seed = derive_seed(cfg.seed, 0);
+        let mut arms = [(Vec::new(), Vec::new()), (Vec::new(), Vec::new())];
+        let rounds = cfg.samples.div_ceil(2 * BLOCK).max(1);
+        for round in 0..rounds {
+            let order: [usize; 4] = if round % 2 == 0 {
+                [0, 1, 1, 0]
+            } else {
+                [1, 0, 0, 1]
+            };
+            for arm in order {
+                let request = json!({"cmd": "time", "n": BLOCK, "seed": seed});
+                let reply = if arm == 0 {
+                    ask(reference, request, cfg.timeouts.call).map_err(|(_, why)| {
+                        (
+                            Verdict::Skipped,
+                            format!("the reference failed while timed: {why}"),
+                        )
+                    })?
+                } else {
+                    ask(candidate, request, cfg.timeouts.call)?
+                };
+                let samples: Vec<f64> = serde_json::from_value(reply["samples_ms"].clone())
+                    .map_err(|e| (Verdict::Crashed, format!("malformed timing reply: {e}")))?;
+                if samples.iter().any(|s| !s.is_finite() || *s < 0.0) {
+                    return Err((
+                        Verdict::Crashed,
+                        "timing reply holds a negative or non-finite time".into(),
+                    ));
+                }
+                arms[arm]
+                    .1
+                    .extend(std::iter::repeat_n(round, samples.len()));
+                arms[arm].0.extend(samples);
+            }
+        }
+        let arm = |(samples_ms, rounds): (Vec<f64>, Vec<u32>)| Arm {
+            median_ms: stats::median(&samples_ms),
+            samples_ms,
+            rounds,
+        };
+        let [a, c] = arms;
+        let (reference, candidate) = (arm(a), arm(c));
+        let s = stats::speedup(
+            &reference.samples_ms,
+            &candidate.samples_ms,
+            BOOTSTRAP_RESAMPLES,
+            CI_LEVEL,
+            seed,
+        );
+        Ok(Timing {
+            method: match cfg.device {
+                Device::Cuda => "cuda_events_flush_blocker".into(),
+                Device::Cpu => "cpu_perf_counter".into(),
+            },
+            reference,
+            candidate,
+            speedup: s.ratio,
+            speedup_ci_low: s.ci_low,
+            speedup_ci_high: s.ci_high,
+            ci_level: CI_LEVEL,
+        })
+    }
+}
+
+/// Outputs travel through tmpfs where there is one: no disk writes for multi-GB tensors.
+fn exchange_root() -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_seeds_differ_and_repeat() {
+        let seeds: Vec<u64> = (0..10).map(|i| derive_seed(42, i)).collect();
+        let mut unique = seeds.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), 10);
+        assert_eq!(seeds[3], derive_seed(42, 3));
+        assert!(
+            seeds.iter().all(|s| *s < 1 << 53),
+            "seeds must survive JSON as exact numbers"
+        );
+    }
+
+    #[test]
+    fn worker_errors_map_to_verdicts() {
+        let e = |kind: &str| WorkerError {
+            kind: kind.into(),
+            message: String::new(),
+            fatal: false,
+            traceback: None,
+        };
+        assert_eq!(candidate_verdict(&e("syntax")), Verdict::CompileError);
+        assert_eq!(candidate_verdict(&e("build")), Verdict::CompileError);
+        assert_eq!(candidate_verdict(&e("output")), Verdict::Incorrect);
+        assert_eq!(candidate_verdict(&e("cuda")), Verdict::RuntimeError);
+        assert_eq!(
+            failure_verdict(&Failure::Timeout(Duration::from_secs(1))),
+            Verdict::Timeout
+        );
+        assert_eq!(
+            failure_verdict(&Failure::Exited("signal 11".into())),
+            Verdict::Crashed
+        );
+    }
+}

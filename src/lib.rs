@@ -1,0 +1,225 @@
+//! kbench: benchmark and verify AI-generated GPU kernels on the KernelBench tasks.
+//!
+//! The eval pipeline, top to bottom:
+//! 1. find the tasks (`task::discover`) and the submissions (`submission::discover`);
+//! 2. probe Python, torch and the GPUs (`probe`), resolve the flags (`config`);
+//! 3. build every submission in a compile pool, then evaluate each on a GPU slot
+//!    (`schedule` over `evaluate::Python`: trusted reference worker, untrusted candidate worker);
+//! 4. after each evaluation rewrite results.json, results.csv and junit.xml (`report`);
+//! 5. print the summary and return the gate's exit code (`gate`).
+
+pub mod bundled;
+pub mod cli;
+pub mod config;
+pub mod doctor;
+pub mod error;
+pub mod evaluate;
+pub mod gate;
+pub mod probe;
+pub mod record;
+pub mod report;
+pub mod schedule;
+pub mod stats;
+pub mod submission;
+pub mod task;
+pub mod verdict;
+pub mod worker;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use cli::{Cli, Command, EvalArgs, ListArgs, PythonArg, TaskSource};
+use config::Config;
+use error::{Error, Result};
+use probe::Probe;
+use record::{RunRecord, SCHEMA_VERSION};
+use schedule::Event;
+use task::Task;
+
+/// Exit codes: the gate passed, the gate failed; kbench's own failure is 2 (see main).
+pub const EXIT_PASSED: u8 = 0;
+pub const EXIT_GATE_FAILED: u8 = 1;
+pub const EXIT_KBENCH_FAILED: u8 = 2;
+
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Eval(args) => eval(&args),
+        Command::List(args) => list(&args),
+        Command::Doctor(args) => doctor(&args),
+    }
+}
+
+/// The tasks of `--tasks DIR` (or the bundled ones), filtered by `--level`.
+fn load_tasks(source: &TaskSource) -> Result<(PathBuf, Vec<Task>)> {
+    let root = match &source.tasks {
+        Some(dir) => std::path::absolute(dir).map_err(|e| Error::read(dir, e))?,
+        None => bundled::tasks_root(&config::cache_dir())?,
+    };
+    let mut tasks = task::discover(&root)?;
+    if let Some(level) = source.level {
+        tasks.retain(|t| t.id.level == level);
+    }
+    Ok((root, tasks))
+}
+
+fn list(args: &ListArgs) -> Result<ExitCode> {
+    let (_, tasks) = load_tasks(&args.source)?;
+    for t in &tasks {
+        println!("{:<5} {:<4} {}", t.id.level, t.id.number, t.name);
+    }
+    eprintln!("{} task(s)", tasks.len());
+    Ok(ExitCode::from(EXIT_PASSED))
+}
+
+fn doctor(args: &PythonArg) -> Result<ExitCode> {
+    let python = config::python(args.python.as_deref());
+    let cache = config::cache_dir();
+    let worker_path = worker::python::worker_path(&cache)?;
+    let probe = Probe::run(&python, &worker_path, &cache.join("doctor")).map_err(|e| e.to_string());
+    let checks = doctor::checks(&python, probe.as_ref().map_err(Clone::clone));
+    for c in &checks {
+        println!(
+            "{} {:<13} {}",
+            if c.ok { "ok  " } else { "MISS" },
+            c.name,
+            c.found
+        );
+        if !c.ok {
+            println!("     {:<13} fix: {}", "", c.fix);
+        }
+    }
+    // Only a missing Python/torch stops every run; the rest limit what can run.
+    Ok(ExitCode::from(if probe.is_ok() {
+        EXIT_PASSED
+    } else {
+        EXIT_GATE_FAILED
+    }))
+}
+
+fn eval(args: &EvalArgs) -> Result<ExitCode> {
+    let (root, mut tasks) = load_tasks(&args.source)?;
+    if !args.only.is_empty() {
+        tasks.retain(|t| args.only.contains(&t.id));
+    }
+    let path = std::path::absolute(&args.path).map_err(|e| Error::read(&args.path, e))?;
+    let found = submission::discover(&path, &tasks, args.task)?;
+    let python = config::python(args.python.python.as_deref());
+    let cache = config::cache_dir();
+    let worker_path = worker::python::worker_path(&cache)?;
+    let probe = Probe::run(&python, &worker_path, &cache.join("probe"))?;
+    let config = Config::resolve(args, root, python, &probe)?;
+    let out = &config.out;
+
+    let mut record = start_record(&config, &probe, found.unmatched)?;
+    std::fs::create_dir_all(out.join("logs")).map_err(|e| Error::write(out, e))?;
+    let done: std::collections::HashSet<(String, String)> = record
+        .evaluations
+        .iter()
+        .map(|e| (e.file.clone(), e.sha256.clone()))
+        .collect();
+    let by_id: std::collections::HashMap<_, _> = tasks.iter().map(|t| (t.id, t)).collect();
+    let work: Vec<(Task, submission::Submission)> = found
+        .submissions
+        .into_iter()
+        .filter(|s| !done.contains(&(s.file.clone(), s.sha256.clone())))
+        .map(|s| ((*by_id[&s.task]).clone(), s))
+        .collect();
+    eprintln!(
+        "kbench {}: {} submission(s) to evaluate on {} ({}), {} already done; reports in {}",
+        env!("CARGO_PKG_VERSION"),
+        work.len(),
+        config.device.torch_name(),
+        if config.gpus.is_empty() {
+            "CPU".to_string()
+        } else {
+            format!("GPU {:?}", config.gpus)
+        },
+        record.evaluations.len(),
+        out.display()
+    );
+    report::write_files(&record, out)?;
+
+    let backend = evaluate::Python {
+        config: &config,
+        worker_path,
+        build_key: format!(
+            "torch {} arch {}",
+            probe.torch().unwrap_or_default(),
+            config.cuda_arch_list
+        ),
+    };
+    let progress = report::console::Progress::new(work.len());
+    let mut built = 0;
+    let mut write_error = None;
+    schedule::run(
+        &backend,
+        &work,
+        config.jobs,
+        config.slots(),
+        |event| match event {
+            Event::Built { .. } => {
+                built += 1;
+                progress.built(built);
+            }
+            Event::Evaluated(e) => {
+                progress.evaluated(&e);
+                record.evaluations.push(*e);
+                record
+                    .evaluations
+                    .sort_by(|a, b| (a.task, &a.file).cmp(&(b.task, &b.file)));
+                if let Err(err) = report::write_files(&record, out) {
+                    write_error.get_or_insert(err);
+                }
+            }
+        },
+    );
+    progress.finish();
+    if let Some(err) = write_error {
+        return Err(err);
+    }
+    let gate = gate::judge(&record, config.min_speedup);
+    print!("{}", report::console::final_report(&record, &gate, out));
+    Ok(ExitCode::from(if gate.failures.is_empty() {
+        EXIT_PASSED
+    } else {
+        EXIT_GATE_FAILED
+    }))
+}
+
+/// A new record, or with --resume the one in --out (whose settings must match this run's).
+fn start_record(
+    config: &Config,
+    probe: &Probe,
+    unmatched: Vec<submission::Unmatched>,
+) -> Result<RunRecord> {
+    let existing = config.out.join("results.json");
+    if existing.exists() {
+        if !config.resume {
+            return Err(Error::Usage(format!(
+                "write to {}: it holds a run already; pass --resume to continue it or choose another --out",
+                config.out.display()
+            )));
+        }
+        let bytes = std::fs::read(&existing).map_err(|e| Error::read(&existing, e))?;
+        let mut record = report::json::parse(&bytes)?;
+        if record.config != config.recorded() {
+            return Err(Error::Usage(format!(
+                "resume {}: its settings differ from this run's (recorded {:?})",
+                config.out.display(),
+                record.config
+            )));
+        }
+        record.unmatched = unmatched;
+        return Ok(record);
+    }
+    Ok(RunRecord {
+        schema_version: SCHEMA_VERSION,
+        kbench_version: env!("CARGO_PKG_VERSION").into(),
+        run_id: config.run_id.clone(),
+        started_at: chrono::Local::now().to_rfc3339(),
+        environment: probe.environment(),
+        config: config.recorded(),
+        evaluations: Vec::new(),
+        unmatched,
+    })
+}

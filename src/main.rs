@@ -1,0 +1,16 @@
+//! The kbench binary: parse the command line, run, print kbench's own error once, exit.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = kbench::cli::Cli::parse();
+    match kbench::run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("kbench: failed to {e}");
+            ExitCode::from(kbench::EXIT_KBENCH_FAILED)
+        }
+    }
+}

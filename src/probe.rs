@@ -1,0 +1,104 @@
+//! What the machine has: the Python worker's probe (Python, torch, CUDA, GPUs, compilers) and
+//! NVML's driver version. Read-only: nothing here changes a GPU's settings.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::error::{Error, Result};
+use crate::record::Environment;
+use crate::worker::{Reply, Spawn, Worker};
+
+const PROBE_DEADLINE: Duration = Duration::from_secs(120);
+
+#[derive(Clone, Debug)]
+pub struct Probe {
+    pub facts: Value,
+}
+
+impl Probe {
+    /// Run the probe worker with `python`.
+    pub fn run(python: &str, worker_path: &Path, scratch: &Path) -> Result<Probe> {
+        let fail = |message: String| Error::Python {
+            python: python.into(),
+            message,
+        };
+        std::fs::create_dir_all(scratch).map_err(|e| Error::write(scratch, e))?;
+        let log = scratch.join("probe.log");
+        let spec = Spawn {
+            python: python.into(),
+            args: vec!["-m".into(), "kbench_worker".into(), "probe".into()],
+            env: vec![("PYTHONPATH".into(), worker_path.display().to_string())],
+            log: log.clone(),
+            cwd: scratch.to_path_buf(),
+        };
+        let mut worker = Worker::spawn(&spec).map_err(|e| fail(e.to_string()))?;
+        let reply = worker.request(json!({"cmd": "probe"}), PROBE_DEADLINE);
+        worker.finish();
+        let tail = || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(5)..].join("\n")
+        };
+        match reply {
+            Ok(Reply::Ok(v)) => Ok(Probe {
+                facts: v["facts"].clone(),
+            }),
+            Ok(Reply::Err(e)) => Err(fail(e.message)),
+            Err(f) => Err(fail(format!(
+                "{f}; is torch installed? (kbench doctor)\n{}",
+                tail()
+            ))),
+        }
+    }
+
+    pub fn cuda_available(&self) -> bool {
+        self.facts["cuda_available"] == true
+    }
+
+    pub fn gpu_count(&self) -> usize {
+        self.facts["gpus"].as_array().map_or(0, Vec::len)
+    }
+
+    pub fn torch(&self) -> Option<String> {
+        self.facts["torch"].as_str().map(String::from)
+    }
+
+    /// Architectures of the visible GPUs for builds made without one, e.g. "9.0"; "9.0" when none.
+    pub fn cuda_arch_list(&self) -> String {
+        let mut caps: Vec<String> = self.facts["gpus"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|g| g["capability"].as_str().map(String::from))
+            .collect();
+        caps.sort();
+        caps.dedup();
+        if caps.is_empty() {
+            "9.0".into()
+        } else {
+            caps.join(";")
+        }
+    }
+
+    pub fn environment(&self) -> Environment {
+        let s = |k: &str| self.facts[k].as_str().map(String::from);
+        Environment {
+            os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+            python: s("python"),
+            torch: s("torch"),
+            torch_cuda: s("torch_cuda"),
+            triton: s("triton"),
+            driver: nvml_driver().ok(),
+            gpus: self.facts["gpus"].as_array().cloned().unwrap_or_default(),
+            cpu: s("cpu"),
+        }
+    }
+}
+
+/// The NVIDIA driver version through NVML, or why it cannot be read.
+pub fn nvml_driver() -> std::result::Result<String, String> {
+    let nvml = nvml_wrapper::Nvml::init().map_err(|e| e.to_string())?;
+    nvml.sys_driver_version().map_err(|e| e.to_string())
+}

@@ -1,0 +1,127 @@
+//! The run record: one plain serde value that every report is made from, written as
+//! `results.json` after each evaluation so that a killed run loses nothing.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::task::TaskId;
+use crate::verdict::Verdict;
+
+/// Bumped whenever a field changes meaning or disappears.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub schema_version: u32,
+    pub kbench_version: String,
+    pub run_id: String,
+    pub started_at: String,
+    pub environment: Environment,
+    pub config: RecordedConfig,
+    pub evaluations: Vec<Evaluation>,
+    pub unmatched: Vec<crate::submission::Unmatched>,
+}
+
+/// What the run ran on: from the Python probe (torch, CUDA, GPUs) and NVML (driver).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Environment {
+    pub os: String,
+    pub python: Option<String>,
+    pub torch: Option<String>,
+    pub torch_cuda: Option<String>,
+    pub triton: Option<String>,
+    pub driver: Option<String>,
+    pub gpus: Vec<Value>,
+    pub cpu: Option<String>,
+}
+
+/// The settings that decide the numbers; a resumed run must have the same.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordedConfig {
+    pub tasks: String,
+    pub device: String,
+    pub precision: String,
+    pub atol: f64,
+    pub rtol: f64,
+    pub trials: u32,
+    pub samples: u32,
+    pub seed: u64,
+    pub overrides: Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BuildStatus {
+    /// Imported and built (or nothing to build).
+    Ok,
+    /// Syntax error or failed extension build: the submission cannot run.
+    Failed,
+    /// Import failed without a GPU for another reason; the GPU worker tries again.
+    ImportFailed,
+    Timeout,
+    Crashed,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Build {
+    pub status: BuildStatus,
+    pub message: String,
+    pub log: String,
+    pub seconds: f64,
+    pub cache_hit: bool,
+    /// Kernels the submission created while importing (extensions, Triton, CuPy).
+    pub kernels: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Trial {
+    pub index: u32,
+    pub correct: bool,
+    pub reason: String,
+    pub max_abs_diff: Option<f64>,
+    pub max_rel_diff: Option<f64>,
+}
+
+/// Raw timing samples (ms) of one arm, in the order they were taken, with the round of each.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Arm {
+    pub samples_ms: Vec<f64>,
+    pub rounds: Vec<u32>,
+    pub median_ms: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    /// How samples were taken ("cuda_events_flush_blocker" or "cpu_perf_counter").
+    pub method: String,
+    pub reference: Arm,
+    pub candidate: Arm,
+    pub speedup: f64,
+    pub speedup_ci_low: f64,
+    pub speedup_ci_high: f64,
+    pub ci_level: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    pub task: TaskId,
+    pub task_name: String,
+    pub file: String,
+    pub sample: Option<u32>,
+    pub sha256: String,
+    pub verdict: Verdict,
+    /// Why the verdict, in one line (empty for a clean pass).
+    pub reason: String,
+    pub build: Option<Build>,
+    pub trials: Vec<Trial>,
+    pub timing: Option<Timing>,
+    /// Worker logs kept for this evaluation, relative to the output folder.
+    pub logs: Vec<String>,
+    pub seconds: f64,
+}
+
+impl Evaluation {
+    pub fn label(&self) -> String {
+        format!("level{}/{}", self.task.level, self.task_name)
+    }
+}

@@ -1,0 +1,85 @@
+//! results.csv: one row per evaluation, for leaderboards and spreadsheets. Column names are
+//! stable; times in ms; empty cells where a value does not apply.
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::record::RunRecord;
+
+#[derive(Serialize)]
+struct Row<'a> {
+    level: u32,
+    problem_id: u32,
+    task: &'a str,
+    submission: &'a str,
+    sample: Option<u32>,
+    sha256: &'a str,
+    verdict: &'a str,
+    correct: bool,
+    ref_ms: Option<f64>,
+    kernel_ms: Option<f64>,
+    speedup: Option<f64>,
+    speedup_ci_low: Option<f64>,
+    speedup_ci_high: Option<f64>,
+    max_abs_diff: Option<f64>,
+    trials_passed: usize,
+    build_cache_hit: Option<bool>,
+    reason: &'a str,
+}
+
+pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
+    let mut w = ::csv::Writer::from_writer(Vec::new());
+    let fail = |e: ::csv::Error| Error::Other(format!("write CSV: {e}"));
+    if record.evaluations.is_empty() {
+        // serde writes the header with the first row; an empty run still gets one.
+        w.write_record([
+            "level",
+            "problem_id",
+            "task",
+            "submission",
+            "sample",
+            "sha256",
+            "verdict",
+            "correct",
+            "ref_ms",
+            "kernel_ms",
+            "speedup",
+            "speedup_ci_low",
+            "speedup_ci_high",
+            "max_abs_diff",
+            "trials_passed",
+            "build_cache_hit",
+            "reason",
+        ])
+        .map_err(fail)?;
+    }
+    for e in &record.evaluations {
+        let timing = e.timing.as_ref();
+        w.serialize(Row {
+            level: e.task.level,
+            problem_id: e.task.number,
+            task: &e.task_name,
+            submission: &e.file,
+            sample: e.sample,
+            sha256: &e.sha256,
+            verdict: e.verdict.as_str(),
+            correct: e.verdict.is_correct(),
+            ref_ms: timing.map(|t| t.reference.median_ms),
+            kernel_ms: timing.map(|t| t.candidate.median_ms),
+            speedup: timing.map(|t| t.speedup),
+            speedup_ci_low: timing.map(|t| t.speedup_ci_low),
+            speedup_ci_high: timing.map(|t| t.speedup_ci_high),
+            max_abs_diff: e
+                .trials
+                .iter()
+                .filter_map(|t| t.max_abs_diff)
+                .reduce(f64::max),
+            trials_passed: e.trials.iter().filter(|t| t.correct).count(),
+            build_cache_hit: e.build.as_ref().map(|b| b.cache_hit),
+            reason: &e.reason,
+        })
+        .map_err(fail)?;
+    }
+    w.into_inner()
+        .map_err(|e| Error::Other(format!("write CSV: {e}")))
+}

@@ -1,0 +1,8 @@
+//! Worker processes and the protocol kbench speaks with them.
+
+pub mod process;
+pub mod protocol;
+pub mod python;
+
+pub use process::{Failure, Spawn, Worker};
+pub use protocol::{Reply, WorkerError};

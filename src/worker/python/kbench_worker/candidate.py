@@ -1,0 +1,85 @@
+"""Candidate worker (untrusted): imports one submission and runs ModelNew on the inputs of a trial.
+
+It never sees the reference's outputs: it writes its own outputs to the file kbench names, and
+the reference worker compares. Inputs come from the pristine task module with the trial's seed,
+never from the submission's own get_inputs, so a submission cannot shrink its problem.
+"""
+
+import torch
+
+from . import harness, kernels, taskfile
+from .compile import is_build_failure
+from .protocol import error
+from .timing import Timer
+
+
+class Candidate:
+    def __init__(self, req):
+        self.device = req["device"]
+        self.precision = req["precision"]
+        overrides = taskfile.overrides(req["task"], req.get("scale"), req.get("set"))
+        self.task = taskfile.load(req["task"], overrides)
+        kernels.watch_extensions()
+        self.module = taskfile.load(req["submission"], overrides, strict=False)
+        self.kernels = kernels.found(self.module)
+        cls = getattr(self.module, "ModelNew", None)
+        if cls is None:
+            raise LookupError("the submission defines no ModelNew")
+        self.init = harness.init_inputs(self.task)
+        self.model = harness.build(cls, self.init, self.device, self.precision)
+        self.timer = None
+
+    def trial(self, req):
+        inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision)
+        pristine = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        out = harness.forward(self.model, inputs, req["forward_seed"])
+        harness.synchronize(self.device)
+        modified = [
+            i for i, (a, b) in enumerate(zip(inputs, pristine)) if isinstance(a, torch.Tensor) and not torch.equal(a, b)
+        ]
+        torch.save(harness.to_host(out), req["out"])
+        return {"outputs": harness.describe(out), "inputs_modified": modified}
+
+    def time(self, req):
+        if self.timer is None:
+            self.timer = Timer(self.device)
+            self.inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision)
+            for _ in range(req.get("warmup", 3)):
+                harness.forward(self.model, self.inputs, 0)
+            harness.synchronize(self.device)
+        with torch.no_grad():
+            samples = self.timer.samples(lambda: self.model(*self.inputs), req["n"])
+        return {"samples_ms": samples}
+
+
+def load_error(exc):
+    if isinstance(exc, SyntaxError):
+        return error("syntax", f"syntax error: {exc.msg} (line {exc.lineno})", exc)
+    if isinstance(exc, LookupError) and "ModelNew" in str(exc):
+        return error("no_model_new", str(exc))
+    if is_build_failure(exc):
+        return error("build", f"{type(exc).__name__}: {str(exc)[-4000:]}", exc)
+    return harness.classify(exc, "load")
+
+
+def run(channel):
+    candidate = None
+    for req in channel.requests():
+        cmd = req["cmd"]
+        try:
+            if cmd == "load":
+                candidate = Candidate(req)
+                channel.reply({"ok": True, "kernels": candidate.kernels})
+            elif cmd == "trial":
+                channel.reply({"ok": True, **candidate.trial(req)})
+            elif cmd == "time":
+                channel.reply({"ok": True, **candidate.time(req)})
+            elif cmd == "exit":
+                return
+            else:
+                channel.reply({"ok": False, "error": error("protocol", f"unknown command {cmd}")})
+        except BaseException as exc:  # noqa: BLE001 - any failure of submission code is a result
+            record = load_error(exc) if cmd == "load" else harness.classify(exc, "forward")
+            channel.reply({"ok": False, "error": record})
+            if record["fatal"]:
+                return

@@ -1,0 +1,82 @@
+"""What the reference and candidate workers do alike: seeding, building models, making inputs.
+
+Both sides follow KernelBench's contract so that weights match: seed 42 before
+get_init_inputs and before the constructor, build on the CPU, then move to the device.
+Inputs are made directly on the target device from a per-trial seed, so both workers hold
+identical inputs without copying them (and without a multi-GB detour through host memory).
+"""
+
+import torch
+
+from .protocol import error
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def init_inputs(task):
+    torch.manual_seed(42)
+    return task.get_init_inputs()
+
+
+def build(cls, init, device, precision):
+    torch.manual_seed(42)
+    model = cls(*init)
+    return model.to(device=device, dtype=DTYPES[precision]) if precision != "fp32" else model.to(device)
+
+
+def make_inputs(task, seed, device, precision):
+    torch.manual_seed(seed)
+    with torch.device(device):
+        inputs = task.get_inputs()
+    dtype = DTYPES[precision]
+    # Integer and boolean inputs keep their dtype (upstream casts labels to float and breaks L1/95).
+    return [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+
+
+def forward(model, inputs, seed):
+    """One call, with the RNG seeded so that references that draw random numbers repeat."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        return model(*inputs)
+
+
+def synchronize(device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def classify(exc, phase):
+    """Map an exception raised by task or submission code to a protocol error."""
+    text = str(exc)
+    if isinstance(exc, OutputTypeError):
+        return error("output", text)
+    if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in text:
+        return error("oom", f"{phase}: out of memory: {text[:500]}", exc, fatal=True)
+    accelerator_error = getattr(torch, "AcceleratorError", ())
+    if isinstance(exc, accelerator_error) or "CUDA error" in text or "CUDA driver error" in text:
+        return error("cuda", f"{phase}: {text[:500]}", exc, fatal=True)
+    return error(phase, f"{phase}: {type(exc).__name__}: {text[:500]}", exc)
+
+
+def describe(out):
+    """Shape and dtype of an output as plain JSON."""
+    tensors = out if isinstance(out, (tuple, list)) else [out]
+    return [
+        {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
+        if isinstance(t, torch.Tensor)
+        else {"type": type(t).__name__}
+        for t in tensors
+    ]
+
+
+class OutputTypeError(TypeError):
+    """forward returned something other than plain tensors."""
+
+
+def to_host(out):
+    """Outputs as plain CPU tensors (a tuple stays a tuple) for the trusted side to load."""
+    if isinstance(out, (tuple, list)):
+        return tuple(to_host(t) for t in out)
+    if type(out) is not torch.Tensor:
+        raise OutputTypeError(f"forward returned {type(out).__name__}, not a torch.Tensor")
+    return out.detach().to("cpu", copy=True).contiguous()

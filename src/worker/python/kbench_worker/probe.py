@@ -1,0 +1,55 @@
+"""Environment probe: what kbench records with every run and what `kbench doctor` checks."""
+
+import platform
+import shutil
+import sys
+
+from .protocol import error
+
+
+def facts():
+    import torch
+    import torch.utils.cpp_extension as cpp_extension
+
+    found = {
+        "python": sys.version.split()[0],
+        "python_executable": sys.executable,
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+        "gpus": [],
+        "cuda_home": cpp_extension.CUDA_HOME,
+        "nvcc": shutil.which("nvcc") or (cpp_extension.CUDA_HOME and shutil.which("nvcc", path=f"{cpp_extension.CUDA_HOME}/bin")),
+        "ninja": cpp_extension.is_ninja_available(),
+        "cxx": shutil.which("c++") or shutil.which("g++"),
+        "cpu": platform.processor() or platform.machine(),
+    }
+    try:
+        import triton
+
+        found["triton"] = triton.__version__
+    except ImportError:
+        found["triton"] = None
+    if found["cuda_available"]:
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            found["gpus"].append(
+                {
+                    "index": i,
+                    "name": p.name,
+                    "capability": f"{p.major}.{p.minor}",
+                    "memory_bytes": p.total_memory,
+                    "sm_count": p.multi_processor_count,
+                    "l2_bytes": p.L2_cache_size,
+                }
+            )
+    return found
+
+
+def run(channel):
+    for req in channel.requests():
+        try:
+            channel.reply({"ok": True, "facts": facts()})
+        except BaseException as exc:  # noqa: BLE001
+            channel.reply({"ok": False, "error": error("probe", f"{type(exc).__name__}: {exc}", exc)})
+        return

@@ -1,0 +1,41 @@
+"""Newline-delimited JSON between kbench and a worker, on private pipe fds (never stdout).
+
+kbench passes the request and response fds in KBENCH_PROTOCOL_FDS ("in,out"). Whatever the
+worker or a submission prints goes to stdout/stderr, which kbench captures into a capped log.
+"""
+
+import json
+import os
+import traceback
+
+from . import PROTOCOL_VERSION
+
+
+class Channel:
+    def __init__(self):
+        fd_in, fd_out = (int(x) for x in os.environ.pop("KBENCH_PROTOCOL_FDS").split(","))
+        self._in = os.fdopen(fd_in, "r", encoding="utf-8")
+        self._out = os.fdopen(fd_out, "w", encoding="utf-8")
+
+    def requests(self):
+        for line in self._in:
+            if not line.strip():
+                continue
+            msg = json.loads(line)
+            if msg.get("v") != PROTOCOL_VERSION:
+                self.reply({"ok": False, "error": error("protocol", f"protocol version {msg.get('v')} is not {PROTOCOL_VERSION}")})
+                return
+            yield msg
+
+    def reply(self, body):
+        body = {"v": PROTOCOL_VERSION, **body}
+        self._out.write(json.dumps(body, allow_nan=False) + "\n")
+        self._out.flush()
+
+
+def error(kind, message, exc=None, fatal=False):
+    """An error record; ``fatal`` tells kbench never to reuse this worker (a CUDA error poisons it)."""
+    record = {"kind": kind, "message": message, "fatal": fatal}
+    if exc is not None:
+        record["traceback"] = "".join(traceback.format_exception(exc))[-20000:]
+    return record
