@@ -195,6 +195,10 @@ impl Backend for Python<'_> {
             cache_hit: false,
             kernels: Vec::new(),
         };
+        if !builds_anything(&submission.path) {
+            build.seconds = started.elapsed().as_secs_f64();
+            return build;
+        }
         let mut env = self.build_env(submission);
         env.push(("CUDA_VISIBLE_DEVICES".into(), String::new()));
         env.push((
@@ -470,6 +474,14 @@ impl Python<'_> {
             ci_level: CI_LEVEL,
         })
     }
+}
+
+/// Whether importing the file may build something (an extension or a JIT kernel). Files that
+/// name none of the build machinery skip the compile pool: their import happens once, in the
+/// candidate worker, which reports its kernels either way, so this only saves a process.
+fn builds_anything(path: &Path) -> bool {
+    const MARKERS: [&str; 5] = ["cpp_extension", "load_inline", "triton", "cupy", "ctypes"];
+    std::fs::read_to_string(path).map_or(true, |source| MARKERS.iter().any(|m| source.contains(m)))
 }
 
 /// Outputs travel through tmpfs where there is one: no disk writes for multi-GB tensors.

@@ -32,3 +32,17 @@ pub fn judge(record: &RunRecord, min_speedup: Option<f64>) -> Gate {
     }
     gate
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_fails_on_failures_and_slow_kernels_only() {
+        let record = crate::report::tests::sample_record();
+        // incorrect + timeout fail; no_kernel and skipped do not; pass at 2.0x is fine.
+        assert_eq!(judge(&record, None).failures.len(), 2);
+        // with a 3x floor the 2.0x pass fails too; no_kernel is not held to it.
+        assert_eq!(judge(&record, Some(3.0)).failures.len(), 3);
+    }
+}

@@ -26,3 +26,121 @@ pub fn write_files(record: &RunRecord, out: &Path) -> Result<()> {
     write_atomic(&out.join("results.csv"), &csv::render(record)?)?;
     write_atomic(&out.join("junit.xml"), junit::render(record)?.as_bytes())
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::record::{Arm, Build, BuildStatus, Environment, Evaluation, RecordedConfig, Timing, Trial};
+    use crate::submission::Unmatched;
+    use crate::task::TaskId;
+    use crate::verdict::Verdict;
+
+    fn evaluation(number: u32, file: &str, verdict: Verdict, reason: &str, timed: Option<(f64, f64)>) -> Evaluation {
+        let arm = |ms: f64| Arm { samples_ms: vec![ms, ms * 1.01, ms * 0.99], rounds: vec![0, 0, 1], median_ms: ms };
+        Evaluation {
+            task: TaskId { level: if number > 100 { 2 } else { 1 }, number: number % 100 },
+            task_name: format!("{}_Task", number % 100),
+            file: file.into(),
+            sample: None,
+            sha256: "ab".repeat(32),
+            verdict,
+            reason: reason.into(),
+            build: Some(Build {
+                status: if verdict == Verdict::CompileError { BuildStatus::Failed } else { BuildStatus::Ok },
+                message: String::new(),
+                log: format!("logs/{file}.build.log"),
+                seconds: 1.5,
+                cache_hit: false,
+                kernels: vec!["cpp_extension.load_inline:relu".into()],
+            }),
+            trials: vec![Trial { index: 0, correct: verdict.is_correct(), reason: reason.into(), max_abs_diff: Some(0.0), max_rel_diff: Some(0.0) }],
+            timing: timed.map(|(r, c)| Timing {
+                method: "cpu_perf_counter".into(),
+                reference: arm(r),
+                candidate: arm(c),
+                speedup: r / c,
+                speedup_ci_low: r / c * 0.95,
+                speedup_ci_high: r / c * 1.05,
+                ci_level: 0.95,
+            }),
+            logs: vec![],
+            seconds: 2.25,
+        }
+    }
+
+    pub fn sample_record() -> RunRecord {
+        RunRecord {
+            schema_version: crate::record::SCHEMA_VERSION,
+            kbench_version: "0.0.0-test".into(),
+            run_id: "run-test".into(),
+            started_at: "2026-01-01T00:00:00+00:00".into(),
+            environment: Environment { os: "linux x86_64".into(), torch: Some("2.11.0".into()), ..Environment::default() },
+            config: RecordedConfig {
+                tasks: "bundled".into(),
+                device: "cpu".into(),
+                precision: "fp32".into(),
+                atol: 1e-4,
+                rtol: 1e-4,
+                trials: 1,
+                samples: 3,
+                seed: 42,
+                overrides: serde_json::json!({"scale": "small", "set": {}}),
+            },
+            evaluations: vec![
+                evaluation(19, "level1/19_ReLU/honest.py", Verdict::Pass, "", Some((2.0, 1.0))),
+                evaluation(19, "level1/19_ReLU/wrong, \"quoted\".py", Verdict::Incorrect, "trial 0: output 0 differs", None),
+                evaluation(23, "level1/23_Softmax.py", Verdict::Timeout, "no reply within 10 s", None),
+                evaluation(176, "level2/76_Gemm.py", Verdict::NoKernel, "pure PyTorch", Some((1.0, 1.0))),
+                evaluation(177, "level2/77_X.py", Verdict::Skipped, "the reference does not fit", None),
+            ],
+            unmatched: vec![Unmatched { file: "notes.py".into(), why: "not in a levelN/ folder".into() }],
+        }
+    }
+
+    #[test]
+    fn csv_snapshot() {
+        insta::assert_snapshot!(String::from_utf8(csv::render(&sample_record()).unwrap()).unwrap());
+    }
+
+    #[test]
+    fn json_snapshot() {
+        insta::assert_snapshot!(String::from_utf8(json::render(&sample_record()).unwrap()).unwrap());
+    }
+
+    #[test]
+    fn junit_snapshot() {
+        insta::assert_snapshot!(junit::render(&sample_record()).unwrap());
+    }
+
+    #[test]
+    fn summary_snapshot() {
+        let record = sample_record();
+        let gate = crate::gate::judge(&record, Some(1.5));
+        insta::assert_snapshot!(console::final_report(&record, &gate, std::path::Path::new("reports/run-test")));
+    }
+
+    #[test]
+    fn json_round_trips() {
+        let record = sample_record();
+        let back = json::parse(&json::render(&record).unwrap()).unwrap();
+        assert_eq!(back.evaluations, record.evaluations);
+        assert_eq!(back.config, record.config);
+    }
+
+    #[test]
+    fn empty_csv_has_a_header() {
+        let mut record = sample_record();
+        record.evaluations.clear();
+        let text = String::from_utf8(csv::render(&record).unwrap()).unwrap();
+        assert!(text.starts_with("level,problem_id,task,submission"));
+    }
+
+    #[test]
+    fn write_files_writes_all_three() {
+        let dir = tempfile::tempdir().unwrap();
+        write_files(&sample_record(), dir.path()).unwrap();
+        for f in ["results.json", "results.csv", "junit.xml"] {
+            assert!(dir.path().join(f).metadata().unwrap().len() > 0, "{f}");
+        }
+    }
+}

@@ -5,10 +5,12 @@ the reference worker compares. Inputs come from the pristine task module with th
 never from the submission's own get_inputs, so a submission cannot shrink its problem.
 """
 
+import traceback
+
 import torch
 
 from . import harness, kernels, taskfile
-from .compile import is_build_failure
+from .compile import build_message, is_build_failure
 from .protocol import error
 from .timing import Timer
 
@@ -58,7 +60,7 @@ def load_error(exc):
     if isinstance(exc, LookupError) and "ModelNew" in str(exc):
         return error("no_model_new", str(exc))
     if is_build_failure(exc):
-        return error("build", f"{type(exc).__name__}: {str(exc)[-4000:]}", exc)
+        return error("build", build_message(exc), exc)
     return harness.classify(exc, "load")
 
 
@@ -79,6 +81,7 @@ def run(channel):
             else:
                 channel.reply({"ok": False, "error": error("protocol", f"unknown command {cmd}")})
         except BaseException as exc:  # noqa: BLE001 - any failure of submission code is a result
+            traceback.print_exc()
             record = load_error(exc) if cmd == "load" else harness.classify(exc, "forward")
             channel.reply({"ok": False, "error": record})
             if record["fatal"]:

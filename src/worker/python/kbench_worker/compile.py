@@ -13,6 +13,14 @@ from . import kernels, taskfile
 from .protocol import error
 
 
+def build_message(exc):
+    """The compiler's first error lines: the full output goes to the log, not into reports."""
+    text = str(exc)
+    errors = [line.strip() for line in text.splitlines() if "error" in line.lower() and "Error building extension" not in line]
+    head = text.splitlines()[0] if text else type(exc).__name__
+    return "; ".join([head.split(":")[0]] + errors[:3])[:1000]
+
+
 def is_build_failure(exc):
     text = f"{type(exc).__name__}: {exc}"
     return "Error building extension" in text or "CalledProcessError" in text or "CompilationError" in text
@@ -29,8 +37,11 @@ def run(channel):
         except SyntaxError as exc:
             channel.reply({"ok": False, "error": error("syntax", f"syntax error: {exc.msg} (line {exc.lineno})", exc)})
         except BaseException as exc:  # noqa: BLE001 - any failure of submission code is a result
-            kind = "build" if is_build_failure(exc) else "import"
-            channel.reply({"ok": False, "error": error(kind, f"{type(exc).__name__}: {str(exc)[-4000:]}", exc)})
+            traceback.print_exc()
+            if is_build_failure(exc):
+                channel.reply({"ok": False, "error": error("build", build_message(exc), exc)})
+            else:
+                channel.reply({"ok": False, "error": error("import", f"{type(exc).__name__}: {str(exc)[:1000]}", exc)})
         else:
             channel.reply({"ok": True, "has_model_new": hasattr(module, "ModelNew"), "kernels": kernels.found(module)})
         return

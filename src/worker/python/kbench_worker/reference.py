@@ -6,6 +6,7 @@ reference, loads the candidate's outputs from the file the candidate wrote (tens
 """
 
 import math
+import traceback
 
 import torch
 
@@ -100,6 +101,7 @@ def run(channel):
             else:
                 channel.reply({"ok": False, "error": error("protocol", f"unknown command {cmd}")})
         except BaseException as exc:  # noqa: BLE001 - reported to kbench, which decides
+            traceback.print_exc()
             record = harness.classify(exc, f"reference {cmd}")
             channel.reply({"ok": False, "error": record})
             if record["fatal"]:
