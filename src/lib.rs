@@ -97,12 +97,17 @@ fn doctor(args: &PythonArg) -> Result<ExitCode> {
 }
 
 fn eval(args: &EvalArgs) -> Result<ExitCode> {
-    let (root, mut tasks) = load_tasks(&args.source)?;
-    if !args.only.is_empty() {
-        tasks.retain(|t| args.only.contains(&t.id));
-    }
+    let (root, tasks) = load_tasks(&TaskSource {
+        tasks: args.source.tasks.clone(),
+        level: None,
+    })?;
     let path = std::path::absolute(&args.path).map_err(|e| Error::read(&args.path, e))?;
-    let found = submission::discover(&path, &tasks, args.task)?;
+    let mut found = submission::discover(&path, &tasks, args.task)?;
+    // --level and --only select among the matched files; files of other tasks are not "unmatched".
+    found.submissions.retain(|s| {
+        args.source.level.is_none_or(|l| s.task.level == l)
+            && (args.only.is_empty() || args.only.contains(&s.task))
+    });
     let python = config::python(args.python.python.as_deref());
     let cache = config::cache_dir();
     let worker_path = worker::python::worker_path(&cache)?;

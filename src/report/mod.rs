@@ -30,15 +30,30 @@ pub fn write_files(record: &RunRecord, out: &Path) -> Result<()> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::record::{Arm, Build, BuildStatus, Environment, Evaluation, RecordedConfig, Timing, Trial};
+    use crate::record::{
+        Arm, Build, BuildStatus, Environment, Evaluation, RecordedConfig, Timing, Trial,
+    };
     use crate::submission::Unmatched;
     use crate::task::TaskId;
     use crate::verdict::Verdict;
 
-    fn evaluation(number: u32, file: &str, verdict: Verdict, reason: &str, timed: Option<(f64, f64)>) -> Evaluation {
-        let arm = |ms: f64| Arm { samples_ms: vec![ms, ms * 1.01, ms * 0.99], rounds: vec![0, 0, 1], median_ms: ms };
+    fn evaluation(
+        number: u32,
+        file: &str,
+        verdict: Verdict,
+        reason: &str,
+        timed: Option<(f64, f64)>,
+    ) -> Evaluation {
+        let arm = |ms: f64| Arm {
+            samples_ms: vec![ms, ms * 1.01, ms * 0.99],
+            rounds: vec![0, 0, 1],
+            median_ms: ms,
+        };
         Evaluation {
-            task: TaskId { level: if number > 100 { 2 } else { 1 }, number: number % 100 },
+            task: TaskId {
+                level: if number > 100 { 2 } else { 1 },
+                number: number % 100,
+            },
             task_name: format!("{}_Task", number % 100),
             file: file.into(),
             sample: None,
@@ -46,14 +61,24 @@ pub(crate) mod tests {
             verdict,
             reason: reason.into(),
             build: Some(Build {
-                status: if verdict == Verdict::CompileError { BuildStatus::Failed } else { BuildStatus::Ok },
+                status: if verdict == Verdict::CompileError {
+                    BuildStatus::Failed
+                } else {
+                    BuildStatus::Ok
+                },
                 message: String::new(),
                 log: format!("logs/{file}.build.log"),
                 seconds: 1.5,
                 cache_hit: false,
                 kernels: vec!["cpp_extension.load_inline:relu".into()],
             }),
-            trials: vec![Trial { index: 0, correct: verdict.is_correct(), reason: reason.into(), max_abs_diff: Some(0.0), max_rel_diff: Some(0.0) }],
+            trials: vec![Trial {
+                index: 0,
+                correct: verdict.is_correct(),
+                reason: reason.into(),
+                max_abs_diff: Some(0.0),
+                max_rel_diff: Some(0.0),
+            }],
             timing: timed.map(|(r, c)| Timing {
                 method: "cpu_perf_counter".into(),
                 reference: arm(r),
@@ -74,7 +99,11 @@ pub(crate) mod tests {
             kbench_version: "0.0.0-test".into(),
             run_id: "run-test".into(),
             started_at: "2026-01-01T00:00:00+00:00".into(),
-            environment: Environment { os: "linux x86_64".into(), torch: Some("2.11.0".into()), ..Environment::default() },
+            environment: Environment {
+                os: "linux x86_64".into(),
+                torch: Some("2.11.0".into()),
+                ..Environment::default()
+            },
             config: RecordedConfig {
                 tasks: "bundled".into(),
                 device: "cpu".into(),
@@ -87,13 +116,46 @@ pub(crate) mod tests {
                 overrides: serde_json::json!({"scale": "small", "set": {}}),
             },
             evaluations: vec![
-                evaluation(19, "level1/19_ReLU/honest.py", Verdict::Pass, "", Some((2.0, 1.0))),
-                evaluation(19, "level1/19_ReLU/wrong, \"quoted\".py", Verdict::Incorrect, "trial 0: output 0 differs", None),
-                evaluation(23, "level1/23_Softmax.py", Verdict::Timeout, "no reply within 10 s", None),
-                evaluation(176, "level2/76_Gemm.py", Verdict::NoKernel, "pure PyTorch", Some((1.0, 1.0))),
-                evaluation(177, "level2/77_X.py", Verdict::Skipped, "the reference does not fit", None),
+                evaluation(
+                    19,
+                    "level1/19_ReLU/honest.py",
+                    Verdict::Pass,
+                    "",
+                    Some((2.0, 1.0)),
+                ),
+                evaluation(
+                    19,
+                    "level1/19_ReLU/wrong, \"quoted\".py",
+                    Verdict::Incorrect,
+                    "trial 0: output 0 differs",
+                    None,
+                ),
+                evaluation(
+                    23,
+                    "level1/23_Softmax.py",
+                    Verdict::Timeout,
+                    "no reply within 10 s",
+                    None,
+                ),
+                evaluation(
+                    176,
+                    "level2/76_Gemm.py",
+                    Verdict::NoKernel,
+                    "pure PyTorch",
+                    Some((1.0, 1.0)),
+                ),
+                evaluation(
+                    177,
+                    "level2/77_X.py",
+                    Verdict::Skipped,
+                    "the reference does not fit",
+                    None,
+                ),
             ],
-            unmatched: vec![Unmatched { file: "notes.py".into(), why: "not in a levelN/ folder".into() }],
+            unmatched: vec![Unmatched {
+                file: "notes.py".into(),
+                why: "not in a levelN/ folder".into(),
+            }],
         }
     }
 
@@ -116,7 +178,11 @@ pub(crate) mod tests {
     fn summary_snapshot() {
         let record = sample_record();
         let gate = crate::gate::judge(&record, Some(1.5));
-        insta::assert_snapshot!(console::final_report(&record, &gate, std::path::Path::new("reports/run-test")));
+        insta::assert_snapshot!(console::final_report(
+            &record,
+            &gate,
+            std::path::Path::new("reports/run-test")
+        ));
     }
 
     #[test]

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The GPU runs whose results are committed under reports/: run on a machine with an NVIDIA GPU,
+# torch and nvcc, from the repository root, after `cargo build --release`.
+#
+#   bash benchmarks/gpu_run.sh fixtures RESULTS_DIR   # GPU fixture corpus (honest kernels + faults)
+#   bash benchmarks/gpu_run.sh identity RESULTS_DIR [kbench eval flags...]
+#                                                     # each task's reference as its own submission
+#
+# Writes the run's results.csv, results.json, junit.xml, console output and wall time, and a
+# tarball of the workers' logs, to RESULTS_DIR. kbench only reads the GPU's state (NVML).
+set -euo pipefail
+what=$1 results=$2
+shift 2
+mkdir -p "$results"
+kbench=target/release/kbench
+work=${KBENCH_WORK:-/tmp/kbench-gpu-run}
+python=${KBENCH_PYTHON:-python3}
+case $what in
+  fixtures) dir=tests/fixtures/gpu ;;
+  identity) dir=$work/identity-submission; "$python" benchmarks/identity.py "$dir" >/dev/null ;;
+  *) echo "usage: $0 fixtures|identity RESULTS_DIR [flags]" >&2; exit 2 ;;
+esac
+"$kbench" doctor --python "$python" > "$results/doctor.txt" 2>&1 || true
+start=$(date +%s)
+set +e
+"$kbench" eval "$dir" --python "$python" --out "$work/$what" --resume "$@" > "$results/$what.console.txt" 2>&1
+code=$?
+set -e
+echo "exit code $code, wall time $(( $(date +%s) - start )) s" >> "$results/$what.console.txt"
+for f in results.csv results.json junit.xml; do cp "$work/$what/$f" "$results/$what.$f"; done
+tar -C "$work/$what" -czf "$results/$what-logs.tar.gz" logs
+tail -n 30 "$results/$what.console.txt"

@@ -1,0 +1,327 @@
+"""Task inspection: facts about a task file derived by running it, for `kbench list --meta`.
+
+Trusted role: it imports task files only, never a submission. For each task it reports
+
+* at full size on PyTorch's meta device (shapes only, no memory, seeded as the harness seeds):
+  ``input_bytes`` (tensor inputs), ``output_bytes``, ``param_bytes`` (parameters and buffers),
+  ``min_bytes`` (their sum: every byte read or written once, the speed-of-light traffic) and
+  ``flops`` (torch.utils.flop_counter.FlopCounterMode around one forward; it counts matmul,
+  convolution and attention style ops only, so elementwise tasks count 0; null if it failed);
+* ``input_only_constants``: the integer module constants whose change alters the shapes of
+  ``get_inputs()`` and nothing else (neither ``get_init_inputs()`` nor a parameter or buffer
+  shape), with the forward still running on meta at the new value. These are the sizes a
+  shape-perturbation check may change. An integer tuple is tried element by element: it is
+  listed by name when every element (and all of them at once) may change, otherwise each
+  element that may change is listed as ``name[i]``;
+* at the task's ``small`` size on the CPU: ``nondeterministic`` (forward draws from the torch
+  RNG, or two forwards without reseeding differ) and ``degenerate``, the reasons a trivial
+  candidate would pass the fp32 check (atol = rtol = 1e-4):
+  ``constant_output`` (one value fits every element for two input seeds),
+  ``input_independent`` (the same output for two input seeds),
+  ``identity`` (the output equals one of the inputs) and
+  ``below_tolerance`` (max |output| < atol, so zeros pass).
+  Value-based facts come from the small size only: meta tensors hold no values, and some
+  full-size tasks do not fit a CPU. A flag can differ at full size (L1/23 Softmax: at full
+  size every output is about 1/393216, below atol; at small size the rows are short).
+* ``errors``: one string per step that failed; a failed step leaves its facts null.
+
+Request ``{"cmd": "inspect", "task": PATH}`` (optional ``atol``, ``rtol``), reply
+``{"ok": true, "facts": {...}}``; ``{"cmd": "exit"}`` ends the worker.
+"""
+
+import random
+import traceback
+
+import torch
+
+from . import harness, taskfile
+from .protocol import error
+
+ATOL = 1e-4
+RTOL = 1e-4
+INPUT_SEEDS = (1, 2)
+FORWARD_SEED = 3
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _tensors(value):
+    """The tensors of an output or an input list, in order (a tuple or list is flattened)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _nbytes(tensors):
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _say(step, exc):
+    return f"{step}: {type(exc).__name__}: {str(exc).strip()[:300]}"
+
+
+def _signature(value):
+    """A comparable description of init values: tensors by shape and dtype, the rest by value."""
+    if isinstance(value, torch.Tensor):
+        return ("tensor", tuple(value.shape), str(value.dtype))
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, tuple(_signature(v) for v in value))
+    if isinstance(value, float) and value != value:
+        return ("nan",)
+    return ("value", repr(value))
+
+
+def _on_meta(module):
+    """Build the model and its inputs at the module's sizes on meta, seeded as the harness does."""
+    with torch.device("meta"):
+        init = harness.init_inputs(module)
+        torch.manual_seed(42)
+        model = module.Model(*init)
+        inputs = harness.make_inputs(module, INPUT_SEEDS[0], "meta", "fp32")
+    return init, model, inputs
+
+
+def _model_shapes(model):
+    params = [(n, tuple(p.shape), str(p.dtype)) for n, p in model.named_parameters()]
+    buffers = [(n, tuple(b.shape), str(b.dtype)) for n, b in model.named_buffers()]
+    return params, buffers
+
+
+def _input_shapes(inputs):
+    return [(tuple(x.shape), str(x.dtype)) if isinstance(x, torch.Tensor) else _signature(x) for x in inputs]
+
+
+# ---------------------------------------------------------------------------------------------
+# Full size on meta
+
+
+def _full_size(path, facts, errors):
+    try:
+        module = taskfile.load(path)
+        init, model, inputs = _on_meta(module)
+    except Exception as exc:  # noqa: BLE001
+        errors.append(_say("full-size build on meta", exc))
+        return None
+    facts["input_bytes"] = _nbytes(_tensors(inputs))
+    facts["param_bytes"] = _nbytes(list(model.parameters()) + list(model.buffers()))
+    from torch.utils.flop_counter import FlopCounterMode
+
+    out = None
+    try:
+        counter = FlopCounterMode(display=False)
+        with counter:
+            out = harness.forward(model, inputs, FORWARD_SEED)
+        facts["flops"] = int(counter.get_total_flops())
+    except Exception as exc:  # noqa: BLE001
+        errors.append(_say("flop count on meta", exc))
+    if out is None:
+        try:
+            out = harness.forward(model, inputs, FORWARD_SEED)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(_say("full-size forward on meta", exc))
+            return None
+    facts["output_bytes"] = _nbytes(_tensors(out))
+    facts["min_bytes"] = facts["input_bytes"] + facts["param_bytes"] + facts["output_bytes"]
+    return module, init, model, inputs
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _new_values(value):
+    """Other values to try for an integer: +1 first (odd sizes), then x2 (keeps divisibility)."""
+    return list(dict.fromkeys(v for v in (value + 1, value * 2) if v != value))
+
+
+def _input_only(path, overrides, baseline):
+    """Whether these overrides change input shapes and nothing else, the forward still running."""
+    try:
+        module = taskfile.load(path, overrides)
+        init, model, inputs = _on_meta(module)
+    except Exception:  # noqa: BLE001 - not loadable at this value: not input-only
+        return False
+    if _signature(list(init)) != baseline["init"] or _model_shapes(model) != baseline["model"]:
+        return False
+    if _input_shapes(inputs) == baseline["inputs"]:
+        return False
+    try:
+        harness.forward(model, inputs, FORWARD_SEED)
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+def _any_input_only(path, name, values, baseline):
+    return any(_input_only(path, {name: v}, baseline) for v in values)
+
+
+def input_only_constants(path, module, init, model, inputs):
+    baseline = {"init": _signature(list(init)), "model": _model_shapes(model), "inputs": _input_shapes(inputs)}
+    found = []
+    for name in taskfile.assigned(path):
+        value = getattr(module, name, None)
+        if _is_int(value):
+            if _any_input_only(path, name, _new_values(value), baseline):
+                found.append(name)
+        elif isinstance(value, (tuple, list)) and value and all(_is_int(v) for v in value):
+            kind = type(value)
+            elements = []
+            for i, v in enumerate(value):
+                tries = [kind(value[:i]) + kind([w]) + kind(value[i + 1 :]) for w in _new_values(v)]
+                if _any_input_only(path, name, tries, baseline):
+                    elements.append(i)
+            whole = [kind(v + 1 for v in value), kind(v * 2 for v in value)]
+            if len(elements) == len(value) and _any_input_only(path, name, whole, baseline):
+                found.append(name)
+            else:
+                found.extend(f"{name}[{i}]" for i in elements)
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# Small size on the CPU
+
+
+def _clone(inputs):
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _same(a, b, atol, rtol):
+    """Whether ``a`` would pass the check against reference ``b`` (as reference.compare decides)."""
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        return False
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if b.is_floating_point() or b.is_complex():
+        return bool(torch.allclose(a, b, atol=atol, rtol=rtol))
+    return bool(torch.equal(a, b))
+
+
+def _all_same(xs, ys, atol, rtol):
+    return len(xs) == len(ys) and bool(xs) and all(_same(x, y, atol, rtol) for x, y in zip(xs, ys))
+
+
+def _constant(outs_a, outs_b, atol, rtol):
+    """One value per output tensor fits every element for both input seeds."""
+    for a, b in zip(outs_a, outs_b):
+        if a.numel() == 0 or a.is_complex():
+            return False
+        both = torch.cat([a.flatten(), b.flatten()])
+        if both.is_floating_point():
+            if torch.isnan(both).any():
+                return False
+            lo, hi = both.double().min(), both.double().max()
+            fill = torch.full_like(both, ((lo + hi) / 2).item())
+            if not torch.allclose(fill, both, atol=atol, rtol=rtol):
+                return False
+        elif not bool((both == both[0]).all()):
+            return False
+    return bool(outs_a)
+
+
+def _identical(x, y):
+    """Bit-for-bit the same, NaN matching NaN."""
+    if x.shape != y.shape or x.dtype != y.dtype:
+        return False
+    if x.is_floating_point() or x.is_complex():
+        return bool(torch.allclose(x, y, rtol=0, atol=0, equal_nan=True))
+    return bool(torch.equal(x, y))
+
+
+def _run(model, inputs):
+    with torch.no_grad():
+        return _tensors(model(*_clone(inputs)))
+
+
+def _small_size(path, facts, errors, atol, rtol):
+    try:
+        module = taskfile.load(path, taskfile.overrides(path, "small"))
+        model = harness.build(module.Model, harness.init_inputs(module), "cpu", "fp32")
+        inputs_a = harness.make_inputs(module, INPUT_SEEDS[0], "cpu", "fp32")
+        inputs_b = harness.make_inputs(module, INPUT_SEEDS[1], "cpu", "fp32")
+    except Exception as exc:  # noqa: BLE001
+        errors.append(_say("small-size build on cpu", exc))
+        return
+    try:
+        torch.manual_seed(FORWARD_SEED)
+        torch_before, py_before = torch.get_rng_state(), random.getstate()
+        outs_a = _run(model, inputs_a)
+        drew = not torch.equal(torch_before, torch.get_rng_state()) or py_before != random.getstate()
+        again = _run(model, inputs_a)  # no reseeding: random or stateful references differ
+        torch.manual_seed(FORWARD_SEED)
+        outs_b = _run(model, inputs_b)
+    except Exception as exc:  # noqa: BLE001
+        errors.append(_say("small-size forward on cpu", exc))
+        return
+    repeat = len(again) == len(outs_a) and all(_identical(x, y) for x, y in zip(outs_a, again))
+    facts["nondeterministic"] = bool(drew or not repeat)
+    if any(t.is_floating_point() and torch.isnan(t).any() for t in outs_a + outs_b):
+        errors.append("small-size forward on cpu: the output holds NaN")
+    reasons = []
+    if _constant(outs_a, outs_b, atol, rtol):
+        reasons.append("constant_output")
+    if _all_same(outs_a, outs_b, atol, rtol):
+        reasons.append("input_independent")
+    ins_a, ins_b = _tensors(inputs_a), _tensors(inputs_b)
+    if outs_a and all(
+        any(_same(out, x, atol, rtol) for x in ins) for outs, ins in ((outs_a, ins_a), (outs_b, ins_b)) for out in outs
+    ):
+        reasons.append("identity")
+    floats = [t for t in outs_a + outs_b if t.is_floating_point() and t.numel()]
+    if floats and len(floats) == len(outs_a + outs_b) and max(t.abs().max().item() for t in floats) < atol:
+        reasons.append("below_tolerance")
+    facts["degenerate"] = reasons
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def inspect_task(path, atol=ATOL, rtol=RTOL):
+    """Facts about one task file; never raises for a failure of the task's own code."""
+    facts = {
+        "input_bytes": None,
+        "output_bytes": None,
+        "param_bytes": None,
+        "min_bytes": None,
+        "flops": None,
+        "input_only_constants": None,
+        "nondeterministic": None,
+        "degenerate": None,
+        "errors": [],
+    }
+    errors = facts["errors"]
+    rng = torch.get_rng_state()
+    try:
+        built = _full_size(path, facts, errors)
+        if built is not None:
+            try:
+                facts["input_only_constants"] = input_only_constants(path, *built)
+            except Exception as exc:  # noqa: BLE001
+                errors.append(_say("input-only constants", exc))
+        _small_size(path, facts, errors, atol, rtol)
+    except Exception as exc:  # noqa: BLE001 - e.g. the file does not parse
+        errors.append(_say("inspect", exc))
+    finally:
+        torch.set_rng_state(rng)
+    return facts
+
+
+def run(channel):
+    for req in channel.requests():
+        cmd = req.get("cmd")
+        if cmd == "exit":
+            return
+        try:
+            if cmd != "inspect":
+                channel.reply({"ok": False, "error": error("protocol", f"unknown command {cmd}")})
+                continue
+            facts = inspect_task(req["task"], req.get("atol", ATOL), req.get("rtol", RTOL))
+            channel.reply({"ok": True, "facts": facts})
+        except BaseException as exc:  # noqa: BLE001 - reported to kbench, which decides
+            traceback.print_exc()
+            channel.reply({"ok": False, "error": error("inspect", f"{type(exc).__name__}: {exc}", exc)})
