@@ -6,8 +6,9 @@
 #   bash benchmarks/gpu_run.sh identity RESULTS_DIR [kbench eval flags...]
 #                                                     # each task's reference as its own submission
 #
-# Writes the run's results.csv, results.json, junit.xml, console output and wall time, and a
-# tarball of the workers' logs, to RESULTS_DIR. kbench only reads the GPU's state (NVML).
+# Writes to RESULTS_DIR the run's console output with its wall time, its results.csv, and a
+# tarball of results.json, junit.xml and the workers' logs. KBENCH_LIMIT_S bounds the run (the
+# reports written so far are kept; --resume continues). kbench only reads the GPU's state.
 set -euo pipefail
 what=$1 results=$2
 shift 2
@@ -23,10 +24,11 @@ esac
 "$kbench" doctor --python "$python" > "$results/doctor.txt" 2>&1 || true
 start=$(date +%s)
 set +e
-"$kbench" eval "$dir" --python "$python" --out "$work/$what" --resume "$@" > "$results/$what.console.txt" 2>&1
+timeout "${KBENCH_LIMIT_S:-0}" "$kbench" eval "$dir" --python "$python" --out "$work/$what" --resume "$@" \
+  > "$results/$what.console.txt" 2>&1
 code=$?
 set -e
 echo "exit code $code, wall time $(( $(date +%s) - start )) s" >> "$results/$what.console.txt"
-for f in results.csv results.json junit.xml; do cp "$work/$what/$f" "$results/$what.$f"; done
-tar -C "$work/$what" -czf "$results/$what-logs.tar.gz" logs
+cp "$work/$what/results.csv" "$results/$what.results.csv"
+tar -C "$work/$what" -czf "$results/$what.tar.gz" results.json junit.xml logs
 tail -n 30 "$results/$what.console.txt"

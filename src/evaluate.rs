@@ -4,13 +4,15 @@
 //! ends as a `Verdict`, never as an `Err`.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::config::{Config, Device};
-use crate::record::{Arm, Build, BuildStatus, Evaluation, Timing, Trial};
+use crate::record::{Arm, Build, BuildStatus, Evaluation, Phases, Timing, Trial};
 use crate::stats;
 use crate::submission::Submission;
 use crate::task::Task;
@@ -33,11 +35,22 @@ pub trait Backend: Sync {
 
 /// The real backend: Python workers.
 pub struct Python<'a> {
-    pub config: &'a Config,
+    config: &'a Config,
     /// Folder holding the embedded `kbench_worker` package.
-    pub worker_path: PathBuf,
+    worker_path: PathBuf,
     /// torch version and GPU architectures: part of every build's cache key.
-    pub build_key: String,
+    build_key: String,
+    /// Per slot, a reference and a candidate worker started ahead of need (Python, torch and
+    /// the CUDA context take seconds), each used for one evaluation only.
+    ready: Vec<Mutex<Option<Pair>>>,
+    started: AtomicUsize,
+}
+
+/// Two fresh workers and the logs they write until an evaluation claims them.
+struct Pair {
+    reference: Worker,
+    candidate: Worker,
+    logs: [PathBuf; 2],
 }
 
 /// Samples per block; a round is A C C A (or C A A C) in blocks, so drift cancels within a round.
@@ -87,6 +100,7 @@ fn early(task: &Task, submission: &Submission, verdict: Verdict, reason: String)
         trials: Vec::new(),
         timing: None,
         logs: Vec::new(),
+        phases: Phases::default(),
         seconds: 0.0,
     }
 }
@@ -117,7 +131,50 @@ fn ask(worker: &mut Worker, body: Value, deadline: Duration) -> Result<Value, (V
     }
 }
 
-impl Python<'_> {
+impl<'a> Python<'a> {
+    pub fn new(config: &'a Config, worker_path: PathBuf, build_key: String) -> Python<'a> {
+        let ready = (0..config.slots()).map(|_| Mutex::new(None)).collect();
+        Python {
+            config,
+            worker_path,
+            build_key,
+            ready,
+            started: AtomicUsize::new(0),
+        }
+    }
+
+    /// Start a reference and a candidate worker for `slot`, logging to provisional files.
+    fn start_pair(&self, slot: usize) -> Result<Pair, String> {
+        let device_env = match self.config.device {
+            Device::Cuda => vec![(
+                "CUDA_VISIBLE_DEVICES".into(),
+                self.config.gpus[slot].to_string(),
+            )],
+            Device::Cpu => vec![("CUDA_VISIBLE_DEVICES".into(), String::new())],
+        };
+        let n = self.started.fetch_add(1, Ordering::SeqCst);
+        let log = |role: &str| self.config.out.join(format!("logs/.worker-{n}.{role}.log"));
+        let logs = [log("reference"), log("candidate")];
+        Ok(Pair {
+            reference: self.spawn("reference", &logs[0], device_env.clone())?,
+            candidate: self.spawn("candidate", &logs[1], device_env)?,
+            logs,
+        })
+    }
+
+    /// The slot's waiting pair, or a new one.
+    fn take_pair(&self, slot: usize) -> Result<Pair, String> {
+        let waiting = self.ready[slot].lock().expect("worker pool lock").take();
+        waiting.map_or_else(|| self.start_pair(slot), Ok)
+    }
+
+    /// Start the slot's next pair now, so it warms up while this evaluation runs.
+    fn refill(&self, slot: usize) {
+        if let Ok(pair) = self.start_pair(slot) {
+            *self.ready[slot].lock().expect("worker pool lock") = Some(pair);
+        }
+    }
+
     fn spawn(&self, role: &str, log: &Path, env: Vec<(String, String)>) -> Result<Worker, String> {
         let mut env = env;
         env.push(("PYTHONPATH".into(), self.worker_path.display().to_string()));
@@ -293,22 +350,19 @@ impl Python<'_> {
         eval: &mut Evaluation,
     ) -> Result<(), (Verdict, String)> {
         let cfg = self.config;
-        let device_env = match cfg.device {
-            Device::Cuda => vec![("CUDA_VISIBLE_DEVICES".into(), cfg.gpus[slot].to_string())],
-            Device::Cpu => vec![("CUDA_VISIBLE_DEVICES".into(), String::new())],
-        };
+        let skipped = |why: String| (Verdict::Skipped, why);
+        let Pair {
+            mut reference,
+            mut candidate,
+            logs,
+        } = self.take_pair(slot).map_err(skipped)?;
         let (ref_log, ref_rel) = self.log_path(sub, "reference");
         let (cand_log, cand_rel) = self.log_path(sub, "candidate");
+        // The workers keep writing to the renamed files.
+        let _ = std::fs::rename(&logs[0], &ref_log);
+        let _ = std::fs::rename(&logs[1], &cand_log);
         eval.logs = vec![ref_rel, cand_rel];
-        let skipped = |why: String| (Verdict::Skipped, why);
-        let mut reference = self
-            .spawn("reference", &ref_log, device_env.clone())
-            .map_err(skipped)?;
-        let mut cand_env = device_env;
-        cand_env.extend(self.build_env(sub));
-        let mut candidate = self
-            .spawn("candidate", &cand_log, cand_env)
-            .map_err(skipped)?;
+        let started = Instant::now();
 
         let device = cfg.device.torch_name();
         let mut load = self.request_base(task, "load");
@@ -318,6 +372,11 @@ impl Python<'_> {
         load["rtol"] = json!(cfg.rtol);
         let mut cand_load = load.clone();
         cand_load["submission"] = json!(sub.path);
+        cand_load["env"] = self
+            .build_env(sub)
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect();
 
         // Both load at once; the reference's failure decides first (it is not the submission's fault).
         let loads = std::thread::scope(|s| {
@@ -325,6 +384,7 @@ impl Python<'_> {
             let c = candidate.request(cand_load, cfg.timeouts.load + cfg.timeouts.compile);
             (r.join().expect("reference load thread"), c)
         });
+        self.refill(slot);
         match loads.0 {
             Ok(Reply::Ok(_)) => {}
             Ok(Reply::Err(e)) if e.kind == "oom" => {
@@ -346,6 +406,9 @@ impl Python<'_> {
             Ok(Reply::Err(e)) => return Err((candidate_verdict(&e), e.message)),
             Err(f) => return Err((failure_verdict(&f), f.to_string())),
         };
+        eval.phases.worker_startup_s = loaded["startup_s"].as_f64();
+        eval.phases.load_s = started.elapsed().as_secs_f64();
+        let started = Instant::now();
         let kernels: Vec<String> =
             serde_json::from_value(loaded["kernels"].clone()).unwrap_or_default();
 
@@ -353,25 +416,37 @@ impl Python<'_> {
             .prefix("kbench-")
             .tempdir_in(exchange_root())
             .map_err(|e| skipped(format!("create an exchange folder: {e}")))?;
+        // CUDA IPC for outputs on the GPU; files if IPC fails once (then for this whole evaluation).
+        let mut transport = if cfg.device == Device::Cuda {
+            "ipc"
+        } else {
+            "file"
+        };
         for index in 0..cfg.trials {
             let seed = derive_seed(cfg.seed, 2 * u64::from(index) + 1);
             let forward_seed = derive_seed(cfg.seed, 2 * u64::from(index) + 2);
             let out = exchange.path().join(format!("trial{index}.pt"));
-            let ran = ask(
-                &mut candidate,
-                json!({"cmd": "trial", "seed": seed, "forward_seed": forward_seed, "out": out}),
-                cfg.timeouts.call,
-            )?;
-            let modified = ran["inputs_modified"].as_array().map_or(0, Vec::len);
-            let checked = match reference.request(
-                json!({"cmd": "check", "seed": seed, "forward_seed": forward_seed, "candidate_out": out}),
-                cfg.timeouts.call,
-            ) {
-                Ok(Reply::Ok(v)) => v,
-                Ok(Reply::Err(e)) if e.kind == "output" => return Err((Verdict::Incorrect, e.message)),
-                Ok(Reply::Err(e)) => return Err(skipped(format!("the reference failed: {}", e.message))),
-                Err(f) => return Err(skipped(format!("the reference worker failed: {f}"))),
+            let (ran, checked) = loop {
+                let trial = json!({"cmd": "trial", "seed": seed, "forward_seed": forward_seed, "out": out, "transport": transport});
+                let ran = ask(&mut candidate, trial, cfg.timeouts.call)?;
+                let check = json!({
+                    "cmd": "check", "seed": seed, "forward_seed": forward_seed, "candidate_out": out, "ipc": ran.get("ipc"),
+                });
+                match reference.request(check, cfg.timeouts.call) {
+                    Ok(Reply::Ok(v)) => break (ran, v),
+                    Ok(Reply::Err(e)) if e.kind == "transfer" && transport == "ipc" => {
+                        transport = "file"
+                    }
+                    Ok(Reply::Err(e)) if e.kind == "output" => {
+                        return Err((Verdict::Incorrect, e.message))
+                    }
+                    Ok(Reply::Err(e)) => {
+                        return Err(skipped(format!("the reference failed: {}", e.message)))
+                    }
+                    Err(f) => return Err(skipped(format!("the reference worker failed: {f}"))),
+                }
             };
+            let modified = ran["inputs_modified"].as_array().map_or(0, Vec::len);
             let _ = std::fs::remove_file(&out);
             let mut trial = Trial {
                 index,
@@ -391,7 +466,10 @@ impl Python<'_> {
             }
         }
 
+        eval.phases.correctness_s = started.elapsed().as_secs_f64();
+        let started = Instant::now();
         eval.timing = Some(self.time(&mut reference, &mut candidate)?);
+        eval.phases.timing_s = started.elapsed().as_secs_f64();
         reference.finish();
         candidate.finish();
         eval.verdict = if kernels.is_empty() {

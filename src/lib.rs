@@ -144,15 +144,12 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
     );
     report::write_files(&record, out)?;
 
-    let backend = evaluate::Python {
-        config: &config,
-        worker_path,
-        build_key: format!(
-            "torch {} arch {}",
-            probe.torch().unwrap_or_default(),
-            config.cuda_arch_list
-        ),
-    };
+    let build_key = format!(
+        "torch {} arch {}",
+        probe.torch().unwrap_or_default(),
+        config.cuda_arch_list
+    );
+    let backend = evaluate::Python::new(&config, worker_path, build_key);
     let progress = report::console::Progress::new(work.len());
     let mut built = 0;
     let mut write_error = None;

@@ -102,6 +102,18 @@ pub struct Timing {
     pub ci_level: f64,
 }
 
+/// Where an evaluation's wall time went, outside the build (which `Build::seconds` holds).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Phases {
+    /// Worker start-up (Python, torch, CUDA context), overlapped with the previous evaluation.
+    pub worker_startup_s: Option<f64>,
+    /// Loading task and submission and constructing both models.
+    pub load_s: f64,
+    /// The correctness trials.
+    pub correctness_s: f64,
+    pub timing_s: f64,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Evaluation {
     pub task: TaskId,
@@ -117,6 +129,7 @@ pub struct Evaluation {
     pub timing: Option<Timing>,
     /// Worker logs kept for this evaluation, relative to the output folder.
     pub logs: Vec<String>,
+    pub phases: Phases,
     pub seconds: f64,
 }
 

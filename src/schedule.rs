@@ -183,6 +183,7 @@ mod tests {
                 trials: Vec::new(),
                 timing: None,
                 logs: Vec::new(),
+                phases: Default::default(),
                 seconds: 0.0,
             }
         }

@@ -1,30 +1,236 @@
-//! Statistics on timing samples. Pure: no I/O, no clocks; the bootstrap is seeded so the same
-//! samples always give the same interval.
+//! Statistics of the timing protocol (timing.md 10.3 step 13 and 10.4): samples of one arm,
+//! speedups with confidence intervals, rank tests, decision labels, suite aggregates and
+//! sample-quality warnings. Pure: no I/O, no clocks, no global state; every resampling takes a
+//! seed, so the same samples always give the same report. It must not decide what a sample is,
+//! when to take one, or what a verdict is: it computes on the numbers it is given. Times are
+//! `f64` milliseconds; a speedup is always reference time / candidate time (> 1 = faster).
+
+use std::collections::BTreeMap;
+use std::fmt;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
+
+/// Bootstrap resamples of the protocol (10.4 step 16).
+pub const DEFAULT_RESAMPLES: usize = 5_000;
+/// Confidence level of every reported interval.
+pub const DEFAULT_LEVEL: f64 = 0.95;
+/// Practical band of the decision label on a dedicated GPU (10.4 step 17).
+pub const DELTA_DEDICATED: f64 = 0.01;
+/// Practical band on a GPU shared with other compute processes.
+pub const DELTA_SHARED: f64 = 0.03;
+/// The stopping rule looks at no arm with fewer samples (10.3 step 13).
+pub const MIN_SAMPLES_FOR_STOPPING: usize = 20;
+/// Level of the stopping rule's quick interval.
+pub const STOPPING_LEVEL: f64 = 0.95;
+/// Share of severe outliers above which an arm's environment is called noisy (hyperfine).
+pub const NOISY_SEVERE_FRACTION: f64 = 0.05;
+/// A first sample this many MADs above the median means the warm-up was too short (hyperfine).
+pub const WARMUP_MADS: f64 = 10.0;
+/// Floor on the MAD and the IQR behind the warnings, as a fraction of the median. Event times are
+/// quantized (~0.5 µs), so a stable kernel often has MAD = IQR = 0 and every sample one tick off
+/// the median would be a severe outlier or a slow first call. Deviations under a few percent
+/// move no median; with the floor a warm-up warning needs a first sample >= 10 % above the median
+/// and a severe outlier lies >= 3 % of the median beyond a quartile.
+const SPREAD_FLOOR: f64 = 0.01;
+
+/// Numbers this module refuses: they would make a statistic meaningless rather than wrong.
+/// Messages read after "failed to".
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum StatsError {
+    #[error("summarize {n} sample(s): at least two are needed")]
+    TooFewSamples { n: usize },
+    #[error("use sample {index} ({value} ms): a time must be finite and positive")]
+    BadSample { index: usize, value: f64 },
+    #[error("use a sample of round {round} ({value} ms): a time must be finite and positive")]
+    BadRoundSample { round: u32, value: f64 },
+    #[error("resample {n} round(s): at least two are needed")]
+    TooFewRounds { n: usize },
+    #[error("pair round {round}: it holds samples of one arm only")]
+    UnpairedRound { round: u32 },
+    #[error("tag samples with rounds: {samples} samples but {tags} round tags")]
+    TagMismatch { samples: usize, tags: usize },
+    #[error("aggregate an empty suite")]
+    EmptySuite,
+    #[error("aggregate task {index}: speedup {value} is not finite and positive")]
+    BadSpeedup { index: usize, value: f64 },
+}
+
+fn is_time(value: f64) -> bool {
+    value.is_finite() && value > 0.0
+}
+
+// ---------------------------------------------------------------------------------------------
+// Samples of one arm
+
+/// The accepted samples of one arm, in the order they were taken: at least two, all finite and
+/// positive. The order matters for the warm-up check; a sorted copy is kept because almost every
+/// statistic wants one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Samples {
+    values_ms: Vec<f64>,
+    sorted_ms: Vec<f64>,
+}
+
+impl Samples {
+    pub fn new(values_ms: Vec<f64>) -> Result<Self, StatsError> {
+        if values_ms.len() < 2 {
+            return Err(StatsError::TooFewSamples { n: values_ms.len() });
+        }
+        if let Some((index, &value)) = values_ms.iter().enumerate().find(|(_, v)| !is_time(**v)) {
+            return Err(StatsError::BadSample { index, value });
+        }
+        let mut sorted_ms = values_ms.clone();
+        sorted_ms.sort_by(f64::total_cmp);
+        Ok(Samples {
+            values_ms,
+            sorted_ms,
+        })
+    }
+
+    /// Samples in the order they were taken.
+    pub fn values_ms(&self) -> &[f64] {
+        &self.values_ms
+    }
+
+    pub fn sorted_ms(&self) -> &[f64] {
+        &self.sorted_ms
+    }
+
+    // A `Samples` holds at least two values by construction, so `is_empty` would always be false.
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> usize {
+        self.values_ms.len()
+    }
+
+    pub fn median_ms(&self) -> f64 {
+        median_sorted(&self.sorted_ms)
+    }
+
+    pub fn mean_ms(&self) -> f64 {
+        self.values_ms.iter().sum::<f64>() / self.len() as f64
+    }
+
+    /// Unbiased sample variance (n - 1 denominator), in ms².
+    pub fn variance_ms2(&self) -> f64 {
+        let mean = self.mean_ms();
+        self.values_ms
+            .iter()
+            .map(|v| (v - mean).powi(2))
+            .sum::<f64>()
+            / (self.len() - 1) as f64
+    }
+
+    /// Quantile with linear interpolation between order statistics (R type 7, as criterion.rs).
+    pub fn quantile_ms(&self, p: f64) -> f64 {
+        quantile_sorted(&self.sorted_ms, p)
+    }
+
+    /// Median absolute deviation from the median, unscaled (no 1.4826 factor).
+    pub fn mad_ms(&self) -> f64 {
+        let median = self.median_ms();
+        let mut deviations: Vec<f64> = self.values_ms.iter().map(|v| (v - median).abs()).collect();
+        deviations.sort_by(f64::total_cmp);
+        median_sorted(&deviations)
+    }
+}
 
 /// Median of a non-empty slice (NaN-free).
 pub fn median(values: &[f64]) -> f64 {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
-    let n = v.len();
+    median_sorted(&v)
+}
+
+fn median_sorted(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
     if n % 2 == 1 {
-        v[n / 2]
+        sorted[n / 2]
     } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
     }
 }
 
-/// Speedup of `candidate` over `reference` as a ratio of medians, with a percentile bootstrap
-/// confidence interval (each arm resampled independently).
-#[derive(Clone, Copy, Debug, PartialEq)]
+fn quantile_sorted(sorted: &[f64], p: f64) -> f64 {
+    let h = p.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
+    let (lo, hi) = (h.floor() as usize, h.ceil() as usize);
+    sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
+}
+
+/// Median of the multiset in which `sorted[k]` appears `weight(k)` times, `total` being the sum of
+/// the weights (> 0). A bootstrap replicate is such a multiset: walking the sorted originals with
+/// draw counts gives the replicate's median without copying or sorting it, and exactly the value
+/// `median` would give on the materialized replicate.
+fn weighted_median(sorted: &[f64], total: u64, weight: impl Fn(usize) -> u64) -> f64 {
+    let (lo_rank, hi_rank) = ((total - 1) / 2, total / 2);
+    let mut seen = 0;
+    let mut lo = f64::NAN;
+    for (k, &value) in sorted.iter().enumerate() {
+        seen += weight(k);
+        if lo.is_nan() && seen > lo_rank {
+            lo = value;
+        }
+        if seen > hi_rank {
+            return (lo + value) / 2.0;
+        }
+    }
+    unreachable!("weights sum to less than total")
+}
+
+fn check_level(level: f64) {
+    assert!(
+        level > 0.0 && level < 1.0,
+        "confidence level {level} is outside (0, 1)"
+    );
+}
+
+fn check_resamples(resamples: usize) {
+    assert!(resamples > 0, "a bootstrap needs at least one resample");
+}
+
+/// Percentile interval of sorted bootstrap replicates.
+fn percentile_interval(sorted: &[f64], level: f64) -> (f64, f64) {
+    let tail = (1.0 - level) / 2.0;
+    (
+        quantile_sorted(sorted, tail),
+        quantile_sorted(sorted, 1.0 - tail),
+    )
+}
+
+fn standard_normal() -> Normal {
+    Normal::new(0.0, 1.0).expect("the unit normal is a valid distribution")
+}
+
+/// z such that a standard normal lies in [-z, z] with probability `level`.
+fn z_two_sided(level: f64) -> f64 {
+    standard_normal().inverse_cdf(0.5 + level / 2.0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Speedup with a bootstrap interval
+
+/// A speedup estimate (reference / candidate) with a confidence interval.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Speedup {
     pub ratio: f64,
     pub ci_low: f64,
     pub ci_high: f64,
 }
 
+impl Speedup {
+    pub fn decision(&self, delta: f64) -> Decision {
+        decide(self.ci_low, self.ci_high, delta)
+    }
+}
+
+/// Speedup of `candidate` over `reference` as a ratio of medians, with a percentile bootstrap
+/// confidence interval (each arm resampled independently). Prefer `paired_speedup` when the
+/// samples come in rounds: independent resampling loses the pairing that cancels drift.
+///
+/// # Panics
+/// On an empty arm, `resamples == 0` or a level outside (0, 1).
 pub fn speedup(
     reference: &[f64],
     candidate: &[f64],
@@ -32,25 +238,542 @@ pub fn speedup(
     level: f64,
     seed: u64,
 ) -> Speedup {
-    let ratio = median(reference) / median(candidate);
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut draw = |arm: &[f64], buf: &mut Vec<f64>| {
-        buf.clear();
-        buf.extend((0..arm.len()).map(|_| arm[rng.gen_range(0..arm.len())]));
-        median(buf)
+    check_resamples(resamples);
+    check_level(level);
+    let sorted = |arm: &[f64]| {
+        let mut v = arm.to_vec();
+        v.sort_by(f64::total_cmp);
+        v
     };
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    let mut ratios: Vec<f64> = (0..resamples)
-        .map(|_| draw(reference, &mut a) / draw(candidate, &mut b))
+    let (reference, candidate) = (sorted(reference), sorted(candidate));
+    let ratio = median_sorted(&reference) / median_sorted(&candidate);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let (mut ref_draws, mut cand_draws) =
+        (vec![0u32; reference.len()], vec![0u32; candidate.len()]);
+    let mut replicates: Vec<f64> = (0..resamples)
+        .map(|_| {
+            let r = independent_replicate_median(&reference, &mut ref_draws, &mut rng);
+            r / independent_replicate_median(&candidate, &mut cand_draws, &mut rng)
+        })
         .collect();
-    ratios.sort_by(f64::total_cmp);
-    let tail = (1.0 - level) / 2.0;
-    let at = |q: f64| ratios[((q * (resamples - 1) as f64).round() as usize).min(resamples - 1)];
+    replicates.sort_by(f64::total_cmp);
+    let (ci_low, ci_high) = percentile_interval(&replicates, level);
     Speedup {
         ratio,
-        ci_low: at(tail),
-        ci_high: at(1.0 - tail),
+        ci_low,
+        ci_high,
     }
+}
+
+/// Median of one with-replacement resample of `sorted`; `draws` is scratch of the same length.
+fn independent_replicate_median(sorted: &[f64], draws: &mut [u32], rng: &mut ChaCha8Rng) -> f64 {
+    let n = sorted.len();
+    draws.fill(0);
+    for _ in 0..n {
+        draws[rng.gen_range(0..n)] += 1;
+    }
+    weighted_median(sorted, n as u64, |k| u64::from(draws[k]))
+}
+
+/// The samples of one round: each arm's samples taken back to back within the round.
+#[derive(Clone, Copy, Debug)]
+pub struct Round<'a> {
+    pub reference_ms: &'a [f64],
+    pub candidate_ms: &'a [f64],
+}
+
+/// Two arms sampled in interleaved rounds: at least two rounds, each holding at least one finite
+/// positive sample of each arm. Rounds are the unit of resampling, because samples of one round
+/// share the GPU's clock and thermal state: resampling whole rounds keeps that drift paired.
+#[derive(Clone, Debug)]
+pub struct Rounds {
+    reference: PooledArm,
+    candidate: PooledArm,
+    rounds: usize,
+}
+
+/// One arm's samples of all rounds, sorted, each remembering its round.
+#[derive(Clone, Debug)]
+struct PooledArm {
+    sorted_ms: Vec<f64>,
+    round_of: Vec<u32>,
+    per_round: Vec<u64>,
+}
+
+impl PooledArm {
+    fn new<'a>(rounds: impl Iterator<Item = &'a [f64]>) -> Self {
+        let mut tagged: Vec<(f64, u32)> = Vec::new();
+        let mut per_round = Vec::new();
+        for (slot, samples) in rounds.enumerate() {
+            tagged.extend(samples.iter().map(|&v| (v, slot as u32)));
+            per_round.push(samples.len() as u64);
+        }
+        tagged.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (sorted_ms, round_of) = tagged.into_iter().unzip();
+        PooledArm {
+            sorted_ms,
+            round_of,
+            per_round,
+        }
+    }
+
+    fn median_ms(&self) -> f64 {
+        median_sorted(&self.sorted_ms)
+    }
+
+    /// Median of the arm when round `r` is drawn `draws[r]` times.
+    fn replicate_median(&self, draws: &[u32]) -> f64 {
+        let total = draws
+            .iter()
+            .zip(&self.per_round)
+            .map(|(&d, &n)| u64::from(d) * n)
+            .sum();
+        weighted_median(&self.sorted_ms, total, |k| {
+            u64::from(draws[self.round_of[k] as usize])
+        })
+    }
+}
+
+impl Rounds {
+    pub fn new(rounds: &[Round<'_>]) -> Result<Self, StatsError> {
+        Self::build(
+            rounds
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (i as u32, r.reference_ms, r.candidate_ms)),
+        )
+    }
+
+    /// Rounds from per-arm samples tagged with their round number (the raw-data layout: a round
+    /// tag per sample). Tags need not be contiguous; a round with samples of one arm only is an
+    /// error, because the protocol discards whole rounds so the arms stay balanced.
+    pub fn from_tagged(
+        reference_ms: &[f64],
+        reference_round: &[u32],
+        candidate_ms: &[f64],
+        candidate_round: &[u32],
+    ) -> Result<Self, StatsError> {
+        for (samples, tags) in [
+            (reference_ms, reference_round),
+            (candidate_ms, candidate_round),
+        ] {
+            if samples.len() != tags.len() {
+                return Err(StatsError::TagMismatch {
+                    samples: samples.len(),
+                    tags: tags.len(),
+                });
+            }
+        }
+        let mut grouped: BTreeMap<u32, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+        for (&v, &round) in reference_ms.iter().zip(reference_round) {
+            grouped.entry(round).or_default().0.push(v);
+        }
+        for (&v, &round) in candidate_ms.iter().zip(candidate_round) {
+            grouped.entry(round).or_default().1.push(v);
+        }
+        Self::build(
+            grouped
+                .iter()
+                .map(|(&round, (r, c))| (round, r.as_slice(), c.as_slice())),
+        )
+    }
+
+    fn build<'a>(
+        rounds: impl Iterator<Item = (u32, &'a [f64], &'a [f64])> + Clone,
+    ) -> Result<Self, StatsError> {
+        let mut n = 0;
+        for (round, reference, candidate) in rounds.clone() {
+            if reference.is_empty() || candidate.is_empty() {
+                return Err(StatsError::UnpairedRound { round });
+            }
+            if let Some(&value) = reference.iter().chain(candidate).find(|v| !is_time(**v)) {
+                return Err(StatsError::BadRoundSample { round, value });
+            }
+            n += 1;
+        }
+        if n < 2 {
+            return Err(StatsError::TooFewRounds { n });
+        }
+        Ok(Rounds {
+            reference: PooledArm::new(rounds.clone().map(|r| r.1)),
+            candidate: PooledArm::new(rounds.map(|r| r.2)),
+            rounds: n,
+        })
+    }
+
+    /// Number of rounds.
+    // Never empty: at least two rounds by construction.
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> usize {
+        self.rounds
+    }
+
+    pub fn reference_median_ms(&self) -> f64 {
+        self.reference.median_ms()
+    }
+
+    pub fn candidate_median_ms(&self) -> f64 {
+        self.candidate.median_ms()
+    }
+}
+
+/// A paired bootstrap: the speedup and its sorted replicates (the latter feed the suite's
+/// two-level bootstrap, `geometric_mean_ci`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairedBootstrap {
+    pub speedup: Speedup,
+    pub replicates: Vec<f64>,
+}
+
+/// Speedup S = median_ref / median_cand over all samples, with a percentile bootstrap CI that
+/// resamples whole rounds with replacement (10.4 step 16): each replicate draws as many rounds as
+/// there are and takes both arms' samples of every drawn round, so drift shared by the arms
+/// within a round cancels in the ratio instead of widening the interval.
+///
+/// # Panics
+/// On `resamples == 0` or a level outside (0, 1).
+pub fn paired_speedup(rounds: &Rounds, resamples: usize, level: f64, seed: u64) -> PairedBootstrap {
+    check_resamples(resamples);
+    check_level(level);
+    let ratio = rounds.reference_median_ms() / rounds.candidate_median_ms();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let n = rounds.len();
+    let mut draws = vec![0u32; n];
+    let mut replicates: Vec<f64> = (0..resamples)
+        .map(|_| {
+            draws.fill(0);
+            for _ in 0..n {
+                draws[rng.gen_range(0..n)] += 1;
+            }
+            rounds.reference.replicate_median(&draws) / rounds.candidate.replicate_median(&draws)
+        })
+        .collect();
+    replicates.sort_by(f64::total_cmp);
+    let (ci_low, ci_high) = percentile_interval(&replicates, level);
+    PairedBootstrap {
+        speedup: Speedup {
+            ratio,
+            ci_low,
+            ci_high,
+        },
+        replicates,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rank statistics: Hodges-Lehmann and Mann-Whitney
+
+/// Hodges-Lehmann speedup: exp of the median of all pairwise differences ln(ref_i) - ln(cand_j),
+/// with the distribution-free interval from Mann-Whitney order statistics (Hollander & Wolfe
+/// 4.3, normal approximation with tie correction, index rounded down so coverage is at least
+/// `level`). A cross-check of the ratio of medians that uses every sample.
+///
+/// The m·n differences (4 M at 2 000 per arm) are never materialized: each order statistic is
+/// found by bisecting on the bits of an f64 and counting differences <= t in O(m + n) with two
+/// pointers, so the cost is O(64 (m + n)) per statistic instead of a 32 MB sort.
+///
+/// # Panics
+/// On a level outside (0, 1).
+pub fn hodges_lehmann(reference: &Samples, candidate: &Samples, level: f64) -> Speedup {
+    check_level(level);
+    let logs = |s: &Samples| {
+        // ln is monotone in exact arithmetic; sorting again keeps the two-pointer count exact
+        // even if a libm rounds two neighbours out of order.
+        let mut v: Vec<f64> = s.sorted_ms().iter().map(|v| v.ln()).collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let pairs = PairDifferences {
+        x: logs(reference),
+        y: logs(candidate),
+    };
+    let total = pairs.len();
+    let shift = if total % 2 == 1 {
+        pairs.kth(total.div_ceil(2))
+    } else {
+        (pairs.kth(total / 2) + pairs.kth(total / 2 + 1)) / 2.0
+    };
+    let (_, tie_term) = u_statistic(reference.sorted_ms(), candidate.sorted_ms());
+    let sigma = u_sigma(reference.len(), candidate.len(), tie_term);
+    let c = ((total as f64 / 2.0 - z_two_sided(level) * sigma)
+        .floor()
+        .max(1.0) as u64)
+        .min(total.div_ceil(2));
+    Speedup {
+        ratio: shift.exp(),
+        ci_low: pairs.kth(c).exp(),
+        ci_high: pairs.kth(total + 1 - c).exp(),
+    }
+}
+
+/// The implicit sorted list of x_i - y_j for ascending x and y.
+struct PairDifferences {
+    x: Vec<f64>,
+    y: Vec<f64>,
+}
+
+impl PairDifferences {
+    fn len(&self) -> u64 {
+        (self.x.len() * self.y.len()) as u64
+    }
+
+    /// Number of pairs with x_i - y_j <= t. Floating-point subtraction is monotone in each
+    /// argument, so for ascending x the first j with x_i - y_j <= t only moves right.
+    fn count_le(&self, t: f64) -> u64 {
+        let (mut j, mut count) = (0, 0);
+        for &xi in &self.x {
+            while j < self.y.len() && xi - self.y[j] > t {
+                j += 1;
+            }
+            count += (self.y.len() - j) as u64;
+        }
+        count
+    }
+
+    /// The k-th smallest difference (1-based): the smallest f64 t with count_le(t) >= k. The
+    /// answer is itself one of the computed differences, found exactly in at most 64 steps.
+    fn kth(&self, k: u64) -> f64 {
+        let (x, y) = (&self.x, &self.y);
+        let mut lo = order_key(x[0] - y[y.len() - 1]);
+        let mut hi = order_key(x[x.len() - 1] - y[0]);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.count_le(from_order_key(mid)) >= k {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        from_order_key(lo)
+    }
+}
+
+/// Maps an f64 to a u64 whose unsigned order is the float's total order.
+fn order_key(x: f64) -> u64 {
+    let bits = x.to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    }
+}
+
+fn from_order_key(key: u64) -> f64 {
+    f64::from_bits(if key >> 63 == 1 {
+        key & !(1 << 63)
+    } else {
+        !key
+    })
+}
+
+/// One-sided Mann-Whitney U test on the two arms.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MannWhitney {
+    /// Pairs with reference > candidate, ties counting one half: large when the candidate is faster.
+    pub u: f64,
+    /// (u - mn/2) / sigma without continuity correction; 0 when every sample is tied.
+    pub z: f64,
+    /// p-value of "the candidate is faster" (its times tend to be smaller).
+    pub p_faster: f64,
+    /// p-value of "the candidate is slower".
+    pub p_slower: f64,
+}
+
+/// Mann-Whitney U with the tie-corrected normal approximation and a continuity correction (as R's
+/// `wilcox.test(exact = FALSE)` and SciPy's asymptotic method). Ties are common because event
+/// times are quantized. When every sample is tied, U cannot move under the null: both p = 1.
+pub fn mann_whitney(reference: &Samples, candidate: &Samples) -> MannWhitney {
+    let (m, n) = (reference.len(), candidate.len());
+    let (u, tie_term) = u_statistic(reference.sorted_ms(), candidate.sorted_ms());
+    let mean = (m * n) as f64 / 2.0;
+    let sigma = u_sigma(m, n, tie_term);
+    if sigma <= 0.0 {
+        return MannWhitney {
+            u,
+            z: 0.0,
+            p_faster: 1.0,
+            p_slower: 1.0,
+        };
+    }
+    let normal = standard_normal();
+    MannWhitney {
+        u,
+        z: (u - mean) / sigma,
+        p_faster: normal.sf((u - mean - 0.5) / sigma),
+        p_slower: normal.cdf((u - mean + 0.5) / sigma),
+    }
+}
+
+/// U of x against y (pairs x > y, ties one half) and the tie term sum(t³ - t) over groups of
+/// equal values, by one merge of the sorted arms.
+fn u_statistic(x: &[f64], y: &[f64]) -> (f64, f64) {
+    let (mut i, mut j) = (0, 0);
+    let (mut u, mut tie_term) = (0.0, 0.0);
+    while i < x.len() || j < y.len() {
+        let value = match (x.get(i), y.get(j)) {
+            (Some(&a), Some(&b)) => a.min(b),
+            (Some(&a), None) => a,
+            (None, Some(&b)) => b,
+            (None, None) => unreachable!(),
+        };
+        let in_x = x[i..].iter().take_while(|&&v| v == value).count();
+        let in_y = y[j..].iter().take_while(|&&v| v == value).count();
+        // j values of y lie strictly below `value`
+        u += in_x as f64 * (j as f64 + in_y as f64 / 2.0);
+        let t = (in_x + in_y) as f64;
+        tie_term += t * t * t - t;
+        i += in_x;
+        j += in_y;
+    }
+    (u, tie_term)
+}
+
+/// Standard deviation of U under the null, corrected for ties.
+fn u_sigma(m: usize, n: usize, tie_term: f64) -> f64 {
+    let (m, n) = (m as f64, n as f64);
+    let total = m + n;
+    let variance = m * n / 12.0 * ((total + 1.0) - tie_term / (total * (total - 1.0)));
+    variance.max(0.0).sqrt()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ratio of means (KernelBench compatibility)
+
+/// A confidence interval.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    pub low: f64,
+    pub high: f64,
+}
+
+/// Ratio of means mean_ref / mean_cand, the speedup KernelBench and GPU MODE report.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MeanRatio {
+    pub ratio: f64,
+    /// Fieller interval; None when it is unbounded (the candidate's mean is not distinguishable
+    /// from zero at this level, which takes a huge spread).
+    pub ci: Option<Interval>,
+}
+
+/// Ratio of means with Fieller's interval for independent arms: the θ with
+/// (a - θb)² <= t² (var_a + θ² var_b), a and b the means, var the squared standard errors.
+/// t is Student's with min(n_ref, n_cand) - 1 degrees of freedom, the conservative choice for
+/// unequal variances (it matters at the ~100 samples of KernelBench's loop: t₉₉ = 1.984 vs z = 1.960).
+///
+/// # Panics
+/// On a level outside (0, 1).
+pub fn ratio_of_means(reference: &Samples, candidate: &Samples, level: f64) -> MeanRatio {
+    check_level(level);
+    let df = (reference.len().min(candidate.len()) - 1) as f64;
+    let t = StudentsT::new(0.0, 1.0, df)
+        .expect("degrees of freedom are at least one")
+        .inverse_cdf(0.5 + level / 2.0);
+    fieller(
+        reference.mean_ms(),
+        reference.variance_ms2() / reference.len() as f64,
+        candidate.mean_ms(),
+        candidate.variance_ms2() / candidate.len() as f64,
+        t,
+    )
+}
+
+fn fieller(a: f64, var_a: f64, b: f64, var_b: f64, t: f64) -> MeanRatio {
+    let t2 = t * t;
+    let ratio = a / b;
+    let denom = b * b - t2 * var_b;
+    if denom <= 0.0 {
+        return MeanRatio { ratio, ci: None };
+    }
+    // The discriminant (ab)² - denom (a² - t² var_a) simplifies to this, never negative.
+    let root = (t2 * (a * a * var_b + var_a * denom)).sqrt();
+    MeanRatio {
+        ratio,
+        ci: Some(Interval {
+            low: (a * b - root) / denom,
+            high: (a * b + root) / denom,
+        }),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decision label
+
+/// What a speedup interval says against the practical band [1 - δ, 1 + δ] (10.4 step 17).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    Faster,
+    Slower,
+    Same,
+    Inconclusive,
+}
+
+impl Decision {
+    /// Stable string for CSV and JSON (the same as serde's).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Faster => "faster",
+            Decision::Slower => "slower",
+            Decision::Same => "same",
+            Decision::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// FASTER if ci_low > 1 + δ; SLOWER if ci_high < 1 - δ; SAME if the interval lies inside
+/// [1 - δ, 1 + δ]; otherwise INCONCLUSIVE. δ is `DELTA_DEDICATED` or `DELTA_SHARED`.
+pub fn decide(ci_low: f64, ci_high: f64, delta: f64) -> Decision {
+    let (low_edge, high_edge) = (1.0 - delta, 1.0 + delta);
+    if ci_low > high_edge {
+        Decision::Faster
+    } else if ci_high < low_edge {
+        Decision::Slower
+    } else if ci_low >= low_edge && ci_high <= high_edge {
+        Decision::Same
+    } else {
+        Decision::Inconclusive
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Suite level
+
+/// Benjamini-Hochberg step-up at false discovery rate `q`: which p-values are rejected, in input
+/// order. A NaN p-value counts towards m but is never rejected.
+///
+/// # Panics
+/// On q outside (0, 1].
+pub fn benjamini_hochberg(p_values: &[f64], q: f64) -> Vec<bool> {
+    assert!(
+        q > 0.0 && q <= 1.0,
+        "false discovery rate {q} is outside (0, 1]"
+    );
+    let m = p_values.len();
+    let key = |i: usize| {
+        if p_values[i].is_nan() {
+            f64::INFINITY
+        } else {
+            p_values[i]
+        }
+    };
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&a, &b| key(a).total_cmp(&key(b)));
+    // Step-up: the largest rank k with p_(k) <= k q / m; every smaller p is rejected with it.
+    let cut = (1..=m)
+        .rev()
+        .find(|&k| key(order[k - 1]) <= k as f64 * q / m as f64)
+        .unwrap_or(0);
+    let mut rejected = vec![false; m];
+    for &i in &order[..cut] {
+        rejected[i] = true;
+    }
+    rejected
 }
 
 /// Geometric mean of positive values; None when empty.
@@ -61,9 +784,260 @@ pub fn geometric_mean(values: &[f64]) -> Option<f64> {
     Some((values.iter().map(|v| v.ln()).sum::<f64>() / values.len() as f64).exp())
 }
 
+/// One correct task's speedup and its bootstrap replicates (e.g. `PairedBootstrap::replicates`).
+#[derive(Clone, Copy, Debug)]
+pub struct TaskDraws<'a> {
+    pub ratio: f64,
+    /// Empty: the task contributes its point estimate only (no within-task uncertainty).
+    pub replicates: &'a [f64],
+}
+
+/// Geometric mean of the tasks' speedups with a two-level percentile bootstrap (10.4 step 19):
+/// each replicate draws tasks with replacement and, for every drawn task, one of its own
+/// bootstrap replicates at random. The inner level reuses each task's bootstrap instead of
+/// resampling its samples again: the same within-task variability, already paired by rounds,
+/// at the cost of one draw.
+///
+/// # Panics
+/// On `resamples == 0` or a level outside (0, 1).
+pub fn geometric_mean_ci(
+    tasks: &[TaskDraws<'_>],
+    resamples: usize,
+    level: f64,
+    seed: u64,
+) -> Result<Speedup, StatsError> {
+    check_resamples(resamples);
+    check_level(level);
+    if tasks.is_empty() {
+        return Err(StatsError::EmptySuite);
+    }
+    let mut logs = Vec::with_capacity(tasks.len());
+    for (index, task) in tasks.iter().enumerate() {
+        if let Some(&value) = std::iter::once(&task.ratio)
+            .chain(task.replicates)
+            .find(|v| !is_time(**v))
+        {
+            return Err(StatsError::BadSpeedup { index, value });
+        }
+        let draws = if task.replicates.is_empty() {
+            std::slice::from_ref(&task.ratio)
+        } else {
+            task.replicates
+        };
+        logs.push(draws.iter().map(|v| v.ln()).collect::<Vec<f64>>());
+    }
+    let ratios: Vec<f64> = tasks.iter().map(|t| t.ratio).collect();
+    let ratio = geometric_mean(&ratios).expect("tasks are not empty");
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let n = logs.len();
+    let mut replicates: Vec<f64> = (0..resamples)
+        .map(|_| {
+            let sum: f64 = (0..n)
+                .map(|_| {
+                    let task = &logs[rng.gen_range(0..n)];
+                    task[rng.gen_range(0..task.len())]
+                })
+                .sum();
+            (sum / n as f64).exp()
+        })
+        .collect();
+    replicates.sort_by(f64::total_cmp);
+    let (ci_low, ci_high) = percentile_interval(&replicates, level);
+    Ok(Speedup {
+        ratio,
+        ci_low,
+        ci_high,
+    })
+}
+
+/// fast_p over a suite (KernelBench): the fraction of all tasks that are correct and faster than
+/// `p`, as a point estimate and counting only tasks whose interval clears `p`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FastP {
+    pub p: f64,
+    /// Tasks correct with speedup > p, over all tasks.
+    pub point: f64,
+    /// Tasks correct with ci_low > p, over all tasks.
+    pub significant: f64,
+}
+
+/// `tasks` holds one entry per task of the suite: None for an incorrect or failed task (it
+/// counts in the denominator, never in the numerator). None when the suite is empty.
+pub fn fast_p(tasks: &[Option<Speedup>], p: f64) -> Option<FastP> {
+    if tasks.is_empty() {
+        return None;
+    }
+    let share = |keep: fn(&Speedup, f64) -> bool| {
+        tasks.iter().flatten().filter(|s| keep(s, p)).count() as f64 / tasks.len() as f64
+    };
+    Some(FastP {
+        p,
+        point: share(|s, p| s.ratio > p),
+        significant: share(|s, p| s.ci_low > p),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Outliers and warnings
+
+/// Tukey label of one sample (criterion.rs): mild beyond 1.5 IQR from the quartiles, severe
+/// beyond 3 IQR. Labels only: the estimators are robust and no sample is dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outlier {
+    LowSevere,
+    LowMild,
+    NotAnOutlier,
+    HighMild,
+    HighSevere,
+}
+
+/// Labels in sample order, fences from type-7 quartiles; the IQR is floored at 1 % of the median
+/// (`SPREAD_FLOOR`), the one departure from criterion.rs, so quantized times are not all outliers.
+pub fn tukey_labels(samples: &Samples) -> Vec<Outlier> {
+    let (q1, q3) = (samples.quantile_ms(0.25), samples.quantile_ms(0.75));
+    let iqr = (q3 - q1).max(SPREAD_FLOOR * samples.median_ms());
+    let (low_severe, low_mild) = (q1 - 3.0 * iqr, q1 - 1.5 * iqr);
+    let (high_mild, high_severe) = (q3 + 1.5 * iqr, q3 + 3.0 * iqr);
+    samples
+        .values_ms()
+        .iter()
+        .map(|&v| {
+            if v < low_severe {
+                Outlier::LowSevere
+            } else if v > high_severe {
+                Outlier::HighSevere
+            } else if v < low_mild {
+                Outlier::LowMild
+            } else if v > high_mild {
+                Outlier::HighMild
+            } else {
+                Outlier::NotAnOutlier
+            }
+        })
+        .collect()
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutlierCounts {
+    pub low_severe: usize,
+    pub low_mild: usize,
+    pub high_mild: usize,
+    pub high_severe: usize,
+}
+
+impl OutlierCounts {
+    pub fn from_labels(labels: &[Outlier]) -> Self {
+        let mut counts = OutlierCounts::default();
+        for label in labels {
+            match label {
+                Outlier::LowSevere => counts.low_severe += 1,
+                Outlier::LowMild => counts.low_mild += 1,
+                Outlier::NotAnOutlier => {}
+                Outlier::HighMild => counts.high_mild += 1,
+                Outlier::HighSevere => counts.high_severe += 1,
+            }
+        }
+        counts
+    }
+
+    pub fn severe(&self) -> usize {
+        self.low_severe + self.high_severe
+    }
+}
+
+/// A hyperfine-style warning about one arm's samples (10.4 step 14).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SampleWarning {
+    /// The first sample lies > 10 MAD above the median (MAD floored at 1 % of the median).
+    WarmupTooShort,
+    /// More than 5 % of the samples are severe outliers.
+    NoisyEnvironment,
+}
+
+pub fn sample_warnings(samples: &Samples) -> Vec<SampleWarning> {
+    let mut warnings = Vec::new();
+    let median = samples.median_ms();
+    let mad = samples.mad_ms().max(SPREAD_FLOOR * median);
+    if samples.values_ms()[0] > median + WARMUP_MADS * mad {
+        warnings.push(SampleWarning::WarmupTooShort);
+    }
+    let severe = OutlierCounts::from_labels(&tukey_labels(samples)).severe();
+    if severe as f64 > NOISY_SEVERE_FRACTION * samples.len() as f64 {
+        warnings.push(SampleWarning::NoisyEnvironment);
+    }
+    warnings
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stopping rule
+
+/// Distribution-free interval of the median from order statistics (normal approximation of the
+/// binomial, rounded outwards): [x_(l), x_(u)] with l = ⌊(n - z√n)/2⌋, u = ⌈1 + (n + z√n)/2⌉,
+/// clamped to the sample.
+fn median_rank_interval(sorted: &[f64], z: f64) -> (f64, f64) {
+    let n = sorted.len() as f64;
+    let spread = z * n.sqrt();
+    let lo = ((n - spread) / 2.0).floor().max(1.0) as usize;
+    let hi = ((n + spread) / 2.0 + 1.0).ceil().min(n) as usize;
+    (sorted[lo - 1], sorted[hi - 1])
+}
+
+/// Half-width of the quick interval of ln(median_ref / median_cand) (10.3 step 13): each median's
+/// rank interval gives a half-width in log space, and the two combine as independent errors,
+/// sqrt(h_ref² + h_cand²). No resampling, so it is cheap enough to run after every round.
+///
+/// # Panics
+/// On a level outside (0, 1).
+pub fn log_ratio_half_width(reference: &Samples, candidate: &Samples, level: f64) -> f64 {
+    check_level(level);
+    let z = z_two_sided(level);
+    let half = |s: &Samples| {
+        let (lo, hi) = median_rank_interval(s.sorted_ms(), z);
+        (hi.ln() - lo.ln()) / 2.0
+    };
+    half(reference).hypot(half(candidate))
+}
+
+/// Whether sampling may stop: both arms hold at least `MIN_SAMPLES_FOR_STOPPING` samples and the
+/// 95 % interval of the ratio of medians reaches within ±`target` (0.01 = the 1 % default):
+/// log half-width <= ln(1 + target).
+pub fn precision_reached(reference: &Samples, candidate: &Samples, target: f64) -> bool {
+    reference.len() >= MIN_SAMPLES_FOR_STOPPING
+        && candidate.len() >= MIN_SAMPLES_FOR_STOPPING
+        && log_ratio_half_width(reference, candidate, STOPPING_LEVEL) <= target.ln_1p()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn samples(values: &[f64]) -> Samples {
+        Samples::new(values.to_vec()).unwrap()
+    }
+
+    /// Deterministic pseudo-random times: `base` times a log-uniform factor within ±`spread`,
+    /// optionally quantized to `tick` ms like CUDA event times.
+    fn noisy(n: usize, base: f64, spread: f64, tick: f64, seed: u64) -> Vec<f64> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        (0..n)
+            .map(|_| {
+                let v = base * rng.gen_range(-spread..spread).exp();
+                if tick > 0.0 {
+                    ((v / tick).round().max(1.0)) * tick
+                } else {
+                    v
+                }
+            })
+            .collect()
+    }
+
+    fn close(a: f64, b: f64, tol: f64) -> bool {
+        (a - b).abs() <= tol * b.abs().max(1e-300)
+    }
+
+    // -- samples -------------------------------------------------------------------------------
 
     #[test]
     fn median_of_odd_and_even() {
@@ -72,19 +1046,771 @@ mod tests {
     }
 
     #[test]
+    fn samples_reject_too_few_and_bad_values() {
+        assert_eq!(
+            Samples::new(vec![1.0]),
+            Err(StatsError::TooFewSamples { n: 1 })
+        );
+        assert_eq!(
+            Samples::new(vec![]),
+            Err(StatsError::TooFewSamples { n: 0 })
+        );
+        assert_eq!(
+            Samples::new(vec![1.0, 0.0]),
+            Err(StatsError::BadSample {
+                index: 1,
+                value: 0.0
+            })
+        );
+        assert_eq!(
+            Samples::new(vec![-1.0, 1.0]),
+            Err(StatsError::BadSample {
+                index: 0,
+                value: -1.0
+            })
+        );
+        assert!(matches!(
+            Samples::new(vec![1.0, f64::NAN]),
+            Err(StatsError::BadSample { index: 1, .. })
+        ));
+        assert!(matches!(
+            Samples::new(vec![f64::INFINITY, 1.0]),
+            Err(StatsError::BadSample { index: 0, .. })
+        ));
+        assert_eq!(
+            StatsError::BadSample {
+                index: 1,
+                value: 0.0
+            }
+            .to_string(),
+            "use sample 1 (0 ms): a time must be finite and positive"
+        );
+    }
+
+    #[test]
+    fn samples_keep_order_and_summaries_match_hand_values() {
+        let s = samples(&[4.0, 1.0, 3.0, 2.0, 10.0]);
+        assert_eq!(s.values_ms(), &[4.0, 1.0, 3.0, 2.0, 10.0]);
+        assert_eq!(s.sorted_ms(), &[1.0, 2.0, 3.0, 4.0, 10.0]);
+        assert_eq!(s.median_ms(), 3.0);
+        assert_eq!(s.mean_ms(), 4.0);
+        // deviations from 4: 0, 9, 1, 4, 36 -> 50 / 4
+        assert_eq!(s.variance_ms2(), 12.5);
+        // |x - 3| = 1, 2, 0, 1, 7 -> median 1
+        assert_eq!(s.mad_ms(), 1.0);
+        // type 7: h = 4 p
+        assert_eq!(s.quantile_ms(0.25), 2.0);
+        assert!(close(s.quantile_ms(0.6), 3.4, 1e-12));
+        assert_eq!(s.quantile_ms(0.0), 1.0);
+        assert_eq!(s.quantile_ms(1.0), 10.0);
+    }
+
+    #[test]
+    fn weighted_median_equals_median_of_the_materialized_multiset() {
+        let sorted = [1.0, 2.0, 3.0, 5.0, 8.0];
+        for weights in [
+            [1, 1, 1, 1, 1],
+            [0, 2, 0, 1, 1],
+            [3, 0, 0, 0, 1],
+            [0, 0, 0, 0, 2],
+            [1, 0, 2, 0, 3],
+        ] {
+            let expanded: Vec<f64> = sorted
+                .iter()
+                .zip(weights)
+                .flat_map(|(&v, w)| std::iter::repeat_n(v, w as usize))
+                .collect();
+            let total = weights.iter().sum::<u64>();
+            assert_eq!(
+                weighted_median(&sorted, total, |k| weights[k]),
+                median(&expanded),
+                "{weights:?}"
+            );
+        }
+    }
+
+    // -- bootstrap -----------------------------------------------------------------------------
+
+    #[test]
     fn speedup_is_seeded_and_brackets_the_ratio() {
         let reference: Vec<f64> = (0..50).map(|i| 2.0 + (i % 7) as f64 * 0.01).collect();
         let candidate: Vec<f64> = (0..50).map(|i| 1.0 + (i % 5) as f64 * 0.01).collect();
         let s = speedup(&reference, &candidate, 2000, 0.95, 7);
         assert_eq!(s, speedup(&reference, &candidate, 2000, 0.95, 7));
+        assert_ne!(s, speedup(&reference, &candidate, 2000, 0.95, 8));
         assert!(s.ci_low <= s.ratio && s.ratio <= s.ci_high, "{s:?}");
         assert!((s.ratio - 2.03 / 1.02).abs() < 1e-9);
         assert!(s.ci_high - s.ci_low < 0.1);
     }
 
     #[test]
+    fn speedup_of_constant_arms_is_exact() {
+        let s = speedup(&[2.0; 10], &[1.0; 10], 100, 0.95, 1);
+        assert_eq!(
+            s,
+            Speedup {
+                ratio: 2.0,
+                ci_low: 2.0,
+                ci_high: 2.0
+            }
+        );
+    }
+
+    fn rounds_of(reference: &[Vec<f64>], candidate: &[Vec<f64>]) -> Rounds {
+        let rounds: Vec<Round> = reference
+            .iter()
+            .zip(candidate)
+            .map(|(r, c)| Round {
+                reference_ms: r,
+                candidate_ms: c,
+            })
+            .collect();
+        Rounds::new(&rounds).unwrap()
+    }
+
+    #[test]
+    fn rounds_reject_unpaired_short_and_bad_input() {
+        let one = [1.0];
+        let r = |reference_ms, candidate_ms| Round {
+            reference_ms,
+            candidate_ms,
+        };
+        assert_eq!(
+            Rounds::new(&[r(&one, &one)]).unwrap_err(),
+            StatsError::TooFewRounds { n: 1 }
+        );
+        assert_eq!(
+            Rounds::new(&[r(&one, &one), r(&one, &[])]).unwrap_err(),
+            StatsError::UnpairedRound { round: 1 }
+        );
+        assert_eq!(
+            Rounds::new(&[r(&one, &one), r(&[-2.0], &one)]).unwrap_err(),
+            StatsError::BadRoundSample {
+                round: 1,
+                value: -2.0
+            }
+        );
+        assert_eq!(
+            Rounds::from_tagged(&[1.0, 1.0], &[0], &[1.0, 1.0], &[0, 1]).unwrap_err(),
+            StatsError::TagMismatch {
+                samples: 2,
+                tags: 1
+            }
+        );
+        assert_eq!(
+            Rounds::from_tagged(&[1.0, 1.0], &[0, 7], &[1.0, 1.0], &[0, 0]).unwrap_err(),
+            StatsError::UnpairedRound { round: 7 }
+        );
+    }
+
+    #[test]
+    fn rounds_from_tags_group_by_round() {
+        // round 5 and round 9, tags out of order
+        let rounds =
+            Rounds::from_tagged(&[3.0, 1.0, 2.0], &[9, 5, 5], &[2.0, 1.0], &[5, 9]).unwrap();
+        assert_eq!(rounds.len(), 2);
+        assert_eq!(rounds.reference_median_ms(), 2.0);
+        assert_eq!(rounds.candidate_median_ms(), 1.5);
+        let by_hand = rounds_of(&[vec![1.0, 2.0], vec![3.0]], &[vec![2.0], vec![1.0]]);
+        assert_eq!(
+            paired_speedup(&rounds, 500, 0.95, 3),
+            paired_speedup(&by_hand, 500, 0.95, 3)
+        );
+    }
+
+    #[test]
+    fn paired_replicate_equals_median_of_concatenated_rounds() {
+        let reference = [vec![1.0, 4.0], vec![2.0], vec![9.0, 3.0, 3.0]];
+        let candidate = [vec![5.0], vec![1.0, 1.0], vec![2.0, 7.0]];
+        let rounds = rounds_of(&reference, &candidate);
+        for draws in [[1u32, 1, 1], [3, 0, 0], [0, 2, 1], [1, 0, 2]] {
+            let concat = |arm: &[Vec<f64>]| -> Vec<f64> {
+                arm.iter()
+                    .zip(draws)
+                    .flat_map(|(r, d)| r.iter().copied().cycle().take(r.len() * d as usize))
+                    .collect()
+            };
+            assert_eq!(
+                rounds.reference.replicate_median(&draws),
+                median(&concat(&reference)),
+                "{draws:?}"
+            );
+            assert_eq!(
+                rounds.candidate.replicate_median(&draws),
+                median(&concat(&candidate)),
+                "{draws:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn paired_bootstrap_is_seeded_and_brackets_the_ratio() {
+        let reference: Vec<Vec<f64>> = (0..200).map(|r| noisy(2, 2.0, 0.05, 0.0, r)).collect();
+        let candidate: Vec<Vec<f64>> = (0..200)
+            .map(|r| noisy(2, 1.0, 0.05, 0.0, 1000 + r))
+            .collect();
+        let rounds = rounds_of(&reference, &candidate);
+        let b = paired_speedup(&rounds, DEFAULT_RESAMPLES, 0.95, 11);
+        assert_eq!(b, paired_speedup(&rounds, DEFAULT_RESAMPLES, 0.95, 11));
+        assert_ne!(
+            b.speedup,
+            paired_speedup(&rounds, DEFAULT_RESAMPLES, 0.95, 12).speedup
+        );
+        let s = b.speedup;
+        assert_eq!(
+            s.ratio,
+            rounds.reference_median_ms() / rounds.candidate_median_ms()
+        );
+        assert!(s.ci_low < s.ratio && s.ratio < s.ci_high, "{s:?}");
+        assert!(close(s.ratio, 2.0, 0.03), "{s:?}");
+        assert_eq!(b.replicates.len(), DEFAULT_RESAMPLES);
+        assert!(b.replicates.windows(2).all(|w| w[0] <= w[1]));
+        // a wider level gives a wider interval from the same replicates
+        let wide = paired_speedup(&rounds, DEFAULT_RESAMPLES, 0.99, 11).speedup;
+        assert!(wide.ci_low <= s.ci_low && wide.ci_high >= s.ci_high);
+    }
+
+    #[test]
+    fn paired_bootstrap_cancels_drift_shared_within_rounds() {
+        // Both arms slow down together by up to 50 % (power capping); the candidate is exactly
+        // twice as fast within every round. Resampling rounds keeps the ratio at 2; resampling
+        // arms independently mixes slow reference rounds with fast candidate rounds.
+        let drift = |r: usize| 1.0 + 0.5 * (r as f64 / 99.0);
+        let reference: Vec<Vec<f64>> = (0..100).map(|r| vec![2.0 * drift(r)]).collect();
+        let candidate: Vec<Vec<f64>> = (0..100).map(|r| vec![drift(r)]).collect();
+        let paired = paired_speedup(&rounds_of(&reference, &candidate), 2000, 0.95, 5).speedup;
+        assert!(
+            close(paired.ci_low, 2.0, 1e-12) && close(paired.ci_high, 2.0, 1e-12),
+            "{paired:?}"
+        );
+        let flat = |arm: &[Vec<f64>]| arm.concat();
+        let independent = speedup(&flat(&reference), &flat(&candidate), 2000, 0.95, 5);
+        assert!(
+            independent.ci_high - independent.ci_low > 0.1,
+            "{independent:?}"
+        );
+    }
+
+    #[test]
+    fn paired_bootstrap_of_equal_arms_is_one_and_same() {
+        let arm: Vec<Vec<f64>> = (0..50).map(|r| noisy(3, 1.0, 0.2, 0.0, r)).collect();
+        let s = paired_speedup(&rounds_of(&arm, &arm), 1000, 0.95, 9).speedup;
+        assert_eq!(
+            s,
+            Speedup {
+                ratio: 1.0,
+                ci_low: 1.0,
+                ci_high: 1.0
+            }
+        );
+        assert_eq!(s.decision(DELTA_DEDICATED), Decision::Same);
+    }
+
+    // -- rank statistics -----------------------------------------------------------------------
+
+    fn brute_force_hl(reference: &[f64], candidate: &[f64]) -> Vec<f64> {
+        let mut d: Vec<f64> = reference
+            .iter()
+            .flat_map(|r| candidate.iter().map(move |c| r.ln() - c.ln()))
+            .collect();
+        d.sort_by(f64::total_cmp);
+        d
+    }
+
+    #[test]
+    fn hodges_lehmann_of_a_small_case_by_hand() {
+        // ln 2 - ln 1, ln 2 - ln 2, ln 4 - ln 1, ln 4 - ln 2 = {ln 2, 0, ln 4, ln 2}: median ln 2
+        let s = hodges_lehmann(&samples(&[2.0, 4.0]), &samples(&[1.0, 2.0]), 0.95);
+        assert!(close(s.ratio, 2.0, 1e-12), "{s:?}");
+        // 4 pairs are too few for a 95 % interval: it spans every difference
+        assert!(
+            close(s.ci_low, 1.0, 1e-12) && close(s.ci_high, 4.0, 1e-12),
+            "{s:?}"
+        );
+    }
+
+    #[test]
+    fn hodges_lehmann_interval_index_is_rounded_down() {
+        // m = n = 11, no ties: mn/2 - z sqrt(mn(m+n+1)/12) = 60.5 - 1.96 x 15.23 = 30.65 -> 30,
+        // so the interval is [d_(30), d_(92)] of the 121 sorted differences
+        let r: Vec<f64> = (1..=11).map(f64::from).collect();
+        let c: Vec<f64> = r.iter().map(|v| v + 0.5).collect();
+        let s = hodges_lehmann(&samples(&r), &samples(&c), 0.95);
+        let d = brute_force_hl(&r, &c);
+        assert!(close(s.ratio, d[60].exp(), 1e-12), "{s:?}");
+        assert!(
+            close(s.ci_low, d[29].exp(), 1e-12),
+            "{s:?} vs {}",
+            d[29].exp()
+        );
+        assert!(
+            close(s.ci_high, d[91].exp(), 1e-12),
+            "{s:?} vs {}",
+            d[91].exp()
+        );
+    }
+
+    #[test]
+    fn pair_order_statistics_match_a_full_sort() {
+        for (seed, m, n, tick) in [
+            (1, 7, 5, 0.0),
+            (2, 40, 33, 0.05),
+            (3, 64, 64, 0.2),
+            (4, 1, 9, 0.0),
+            (5, 30, 30, 1.0),
+        ] {
+            let r = noisy(m, 1.0, 0.5, tick, seed);
+            let c = noisy(n, 1.2, 0.5, tick, seed + 100);
+            let sorted = brute_force_hl(&r, &c);
+            let mut x: Vec<f64> = r.iter().map(|v| v.ln()).collect();
+            let mut y: Vec<f64> = c.iter().map(|v| v.ln()).collect();
+            x.sort_by(f64::total_cmp);
+            y.sort_by(f64::total_cmp);
+            let pairs = PairDifferences { x, y };
+            for k in 1..=sorted.len() as u64 {
+                assert_eq!(pairs.kth(k), sorted[k as usize - 1], "seed {seed} k {k}");
+            }
+        }
+    }
+
+    #[test]
+    fn hodges_lehmann_matches_brute_force_and_mann_whitney_indices() {
+        // ties from quantization included
+        let (r, c) = (noisy(60, 1.0, 0.3, 0.02, 21), noisy(45, 0.8, 0.3, 0.02, 22));
+        let (rs, cs) = (samples(&r), samples(&c));
+        let s = hodges_lehmann(&rs, &cs, 0.95);
+        let d = brute_force_hl(&r, &c);
+        let total = d.len();
+        assert!(close(
+            s.ratio.ln(),
+            (d[total / 2 - 1] + d[total / 2]) / 2.0,
+            1e-12
+        ));
+        let (_, ties) = u_statistic(rs.sorted_ms(), cs.sorted_ms());
+        let k = (total as f64 / 2.0 - 1.959963984540054 * u_sigma(60, 45, ties)).floor() as usize;
+        assert!(
+            close(s.ci_low, d[k - 1].exp(), 1e-12) && close(s.ci_high, d[total - k].exp(), 1e-12),
+            "{s:?}"
+        );
+        assert!(s.ci_low < s.ratio && s.ratio < s.ci_high);
+        assert!(close(s.ratio, 1.25, 0.1), "{s:?}");
+    }
+
+    #[test]
+    fn hodges_lehmann_of_a_pure_scale_shift_is_exact() {
+        // pairwise differences of x - (x + s) are symmetric about -s
+        let r = noisy(101, 1.0, 0.4, 0.0, 31);
+        let c: Vec<f64> = r.iter().map(|v| v * 2.0).collect();
+        let s = hodges_lehmann(&samples(&r), &samples(&c), 0.95);
+        assert!(close(s.ratio, 0.5, 1e-12), "{s:?}");
+        // swapping the arms inverts the estimate and the interval
+        let t = hodges_lehmann(&samples(&c), &samples(&r), 0.95);
+        assert!(close(t.ratio, 1.0 / s.ratio, 1e-12));
+        assert!(close(t.ci_low, 1.0 / s.ci_high, 1e-12) && close(t.ci_high, 1.0 / s.ci_low, 1e-12));
+    }
+
+    #[test]
+    fn mann_whitney_matches_the_reference_formula() {
+        // R: wilcox.test(c(4,5,6), c(1,2,3), alternative = "greater", exact = FALSE) -> 0.04043
+        let w = mann_whitney(&samples(&[4.0, 5.0, 6.0]), &samples(&[1.0, 2.0, 3.0]));
+        assert_eq!(w.u, 9.0);
+        assert!(close(w.p_faster, 0.04042779918502615, 1e-9), "{w:?}");
+        assert!(close(w.p_slower, 0.9854518341293739, 1e-9), "{w:?}");
+        assert!(close(w.z, 4.5 / 5.25f64.sqrt(), 1e-12));
+    }
+
+    #[test]
+    fn mann_whitney_corrects_for_ties() {
+        // U = 2 x 3.5 + 5 + 5 = 17; one tie group of five 3s; var = 20/12 (10 - 120/72)
+        let w = mann_whitney(
+            &samples(&[3.0, 3.0, 4.0, 5.0]),
+            &samples(&[1.0, 2.0, 3.0, 3.0, 3.0]),
+        );
+        assert_eq!(w.u, 17.0);
+        assert!(
+            close(w.z, 7.0 / 13.888888888888891f64.sqrt(), 1e-12),
+            "{w:?}"
+        );
+        assert!(close(w.p_faster, 0.04056794851105706, 1e-9), "{w:?}");
+        assert!(close(w.p_slower, 0.9779143275457787, 1e-9), "{w:?}");
+    }
+
+    #[test]
+    fn mann_whitney_of_equal_and_all_tied_arms() {
+        let a = samples(&noisy(50, 1.0, 0.2, 0.0, 41));
+        let w = mann_whitney(&a, &a);
+        assert_eq!(w.u, 1250.0);
+        assert_eq!(w.z, 0.0);
+        assert!(
+            w.p_faster > 0.5 && close(w.p_faster, w.p_slower, 1e-12),
+            "{w:?}"
+        );
+        let tied = samples(&[1.0; 30]);
+        assert_eq!(
+            mann_whitney(&tied, &tied),
+            MannWhitney {
+                u: 450.0,
+                z: 0.0,
+                p_faster: 1.0,
+                p_slower: 1.0
+            }
+        );
+    }
+
+    #[test]
+    fn mann_whitney_is_antisymmetric_in_the_arms() {
+        let (a, b) = (
+            samples(&noisy(40, 1.0, 0.3, 0.05, 51)),
+            samples(&noisy(35, 0.9, 0.3, 0.05, 52)),
+        );
+        let (ab, ba) = (mann_whitney(&a, &b), mann_whitney(&b, &a));
+        assert_eq!(ab.u + ba.u, (40 * 35) as f64);
+        assert!(close(ab.p_faster, ba.p_slower, 1e-12) && close(ab.p_slower, ba.p_faster, 1e-12));
+        assert!(ab.p_faster < 0.05, "{ab:?}");
+    }
+
+    // -- ratio of means ------------------------------------------------------------------------
+
+    #[test]
+    fn fieller_by_hand() {
+        // a = 10, b = 5, var 1 and 0.25, t = 2: 24 θ² - 100 θ + 96 = 0 -> θ = 1.5, 8/3
+        let r = fieller(10.0, 1.0, 5.0, 0.25, 2.0);
+        let ci = r.ci.unwrap();
+        assert_eq!(r.ratio, 2.0);
+        assert!(
+            close(ci.low, 1.5, 1e-12) && close(ci.high, 8.0 / 3.0, 1e-12),
+            "{r:?}"
+        );
+        // no uncertainty in the denominator: (a ± t sqrt(var_a)) / b
+        let ci = fieller(10.0, 1.0, 5.0, 0.0, 2.0).ci.unwrap();
+        assert!(close(ci.low, 1.6, 1e-12) && close(ci.high, 2.4, 1e-12));
+        // the denominator's mean is within t standard errors of zero: unbounded
+        assert_eq!(fieller(10.0, 1.0, 1.0, 1.0, 2.0).ci, None);
+    }
+
+    #[test]
+    fn ratio_of_means_agrees_with_the_delta_method_when_precise() {
+        let (r, c) = (noisy(400, 3.0, 0.1, 0.0, 61), noisy(400, 1.5, 0.1, 0.0, 62));
+        let (rs, cs) = (samples(&r), samples(&c));
+        let m = ratio_of_means(&rs, &cs, 0.95);
+        assert_eq!(m.ratio, rs.mean_ms() / cs.mean_ms());
+        let ci = m.ci.unwrap();
+        assert!(ci.low < m.ratio && m.ratio < ci.high);
+        let cv2 = |s: &Samples| s.variance_ms2() / s.len() as f64 / s.mean_ms().powi(2);
+        let delta_half = 1.9659 * m.ratio * (cv2(&rs) + cv2(&cs)).sqrt(); // t with 399 df
+        assert!(
+            close((ci.high - ci.low) / 2.0, delta_half, 0.01),
+            "{m:?} vs ±{delta_half}"
+        );
+    }
+
+    // -- decision ------------------------------------------------------------------------------
+
+    #[test]
+    fn decision_labels_and_their_edges() {
+        let d = DELTA_DEDICATED;
+        assert_eq!(decide(1.02, 1.10, d), Decision::Faster);
+        assert_eq!(decide(0.90, 0.98, d), Decision::Slower);
+        assert_eq!(decide(0.995, 1.005, d), Decision::Same);
+        assert_eq!(decide(0.99, 1.01, d), Decision::Same);
+        assert_eq!(decide(0.98, 1.005, d), Decision::Inconclusive);
+        assert_eq!(decide(1.005, 1.05, d), Decision::Inconclusive);
+        assert_eq!(decide(0.5, 2.0, d), Decision::Inconclusive);
+        // on the edge of the band is not beyond it
+        assert_eq!(decide(1.0 + d, 1.2, d), Decision::Inconclusive);
+        // the shared band is wider
+        assert_eq!(decide(1.02, 1.10, DELTA_SHARED), Decision::Inconclusive);
+        assert_eq!(decide(0.98, 1.02, DELTA_SHARED), Decision::Same);
+    }
+
+    #[test]
+    fn decision_strings_are_stable() {
+        for (d, s) in [
+            (Decision::Faster, "faster"),
+            (Decision::Slower, "slower"),
+            (Decision::Same, "same"),
+            (Decision::Inconclusive, "inconclusive"),
+        ] {
+            assert_eq!(d.as_str(), s);
+            assert_eq!(d.to_string(), s);
+            assert_eq!(serde_json::to_string(&d).unwrap(), format!("\"{s}\""));
+            assert_eq!(
+                serde_json::from_str::<Decision>(&format!("\"{s}\"")).unwrap(),
+                d
+            );
+        }
+    }
+
+    // -- suite ---------------------------------------------------------------------------------
+
+    #[test]
+    fn benjamini_hochberg_steps_up() {
+        // thresholds k q / m = 0.0125, 0.025, 0.0375, 0.05: rank 2 fails alone, rank 3 passes
+        assert_eq!(
+            benjamini_hochberg(&[0.2, 0.035, 0.001, 0.03], 0.05),
+            [false, true, true, true]
+        );
+        assert_eq!(
+            benjamini_hochberg(&[0.01, 0.04, 0.03, 0.005], 0.05),
+            [true; 4]
+        );
+        assert_eq!(benjamini_hochberg(&[0.03, 0.5], 0.05), [false, false]);
+        assert_eq!(benjamini_hochberg(&[0.02, 0.5], 0.05), [true, false]);
+        assert_eq!(benjamini_hochberg(&[0.025, 0.025], 0.05), [true, true]);
+        assert_eq!(benjamini_hochberg(&[f64::NAN, 0.001], 0.05), [false, true]);
+        assert!(benjamini_hochberg(&[], 0.05).is_empty());
+    }
+
+    #[test]
     fn geometric_mean_of_reciprocals_is_one() {
         assert!((geometric_mean(&[2.0, 0.5]).unwrap() - 1.0).abs() < 1e-12);
         assert_eq!(geometric_mean(&[]), None);
+    }
+
+    #[test]
+    fn geometric_mean_ci_of_two_point_tasks() {
+        // outer draws give 0.5, 1 or 2 with probability 1/4, 1/2, 1/4
+        let tasks = [
+            TaskDraws {
+                ratio: 2.0,
+                replicates: &[],
+            },
+            TaskDraws {
+                ratio: 0.5,
+                replicates: &[],
+            },
+        ];
+        let s = geometric_mean_ci(&tasks, DEFAULT_RESAMPLES, 0.95, 3).unwrap();
+        assert!(close(s.ratio, 1.0, 1e-12));
+        assert!(
+            close(s.ci_low, 0.5, 1e-12) && close(s.ci_high, 2.0, 1e-12),
+            "{s:?}"
+        );
+    }
+
+    #[test]
+    fn geometric_mean_ci_includes_within_task_spread() {
+        let spread: Vec<f64> = noisy(DEFAULT_RESAMPLES, 1.5, 0.2, 0.0, 71);
+        let tight = [TaskDraws {
+            ratio: 1.5,
+            replicates: &[1.5; 10],
+        }];
+        let s = geometric_mean_ci(&tight, 1000, 0.95, 1).unwrap();
+        assert!(
+            close(s.ratio, 1.5, 1e-12)
+                && close(s.ci_low, 1.5, 1e-12)
+                && close(s.ci_high, 1.5, 1e-12)
+        );
+        let loose = [TaskDraws {
+            ratio: 1.5,
+            replicates: &spread,
+        }];
+        let s = geometric_mean_ci(&loose, 1000, 0.95, 1).unwrap();
+        assert!(
+            s.ci_low < 1.4 && s.ci_high > 1.6 && s.ci_low < s.ratio && s.ratio < s.ci_high,
+            "{s:?}"
+        );
+        assert_eq!(s, geometric_mean_ci(&loose, 1000, 0.95, 1).unwrap());
+    }
+
+    #[test]
+    fn geometric_mean_ci_rejects_bad_input() {
+        assert_eq!(
+            geometric_mean_ci(&[], 10, 0.95, 1),
+            Err(StatsError::EmptySuite)
+        );
+        let bad = [
+            TaskDraws {
+                ratio: 1.0,
+                replicates: &[],
+            },
+            TaskDraws {
+                ratio: 1.0,
+                replicates: &[1.0, 0.0],
+            },
+        ];
+        assert_eq!(
+            geometric_mean_ci(&bad, 10, 0.95, 1),
+            Err(StatsError::BadSpeedup {
+                index: 1,
+                value: 0.0
+            })
+        );
+    }
+
+    #[test]
+    fn fast_p_point_and_significant() {
+        let s = |ratio, ci_low| {
+            Some(Speedup {
+                ratio,
+                ci_low,
+                ci_high: ratio + 1.0,
+            })
+        };
+        let tasks = [s(1.2, 1.1), s(1.6, 0.9), s(0.8, 0.7), None];
+        assert_eq!(
+            fast_p(&tasks, 0.0),
+            Some(FastP {
+                p: 0.0,
+                point: 0.75,
+                significant: 0.75
+            })
+        );
+        assert_eq!(
+            fast_p(&tasks, 1.0),
+            Some(FastP {
+                p: 1.0,
+                point: 0.5,
+                significant: 0.25
+            })
+        );
+        assert_eq!(
+            fast_p(&tasks, 1.5),
+            Some(FastP {
+                p: 1.5,
+                point: 0.25,
+                significant: 0.0
+            })
+        );
+        assert_eq!(
+            fast_p(&tasks, 2.0),
+            Some(FastP {
+                p: 2.0,
+                point: 0.0,
+                significant: 0.0
+            })
+        );
+        assert_eq!(fast_p(&[], 1.0), None);
+    }
+
+    // -- outliers ------------------------------------------------------------------------------
+
+    #[test]
+    fn tukey_fences_by_hand() {
+        // Q1 = x[3] = 101, Q3 = x[9] = 107, IQR 6: mild fences 92 / 116, severe 83 / 125
+        let values = [
+            130.0, 80.0, 90.0, 100.0, 101.0, 102.0, 103.0, 104.0, 105.0, 106.0, 107.0, 108.0, 120.0,
+        ];
+        let s = samples(&values);
+        let labels = tukey_labels(&s);
+        use Outlier::*;
+        assert_eq!(labels[..3], [HighSevere, LowSevere, LowMild]);
+        assert!(labels[3..12].iter().all(|l| *l == NotAnOutlier));
+        assert_eq!(labels[12], HighMild);
+        let counts = OutlierCounts::from_labels(&labels);
+        assert_eq!(
+            counts,
+            OutlierCounts {
+                low_severe: 1,
+                low_mild: 1,
+                high_mild: 1,
+                high_severe: 1
+            }
+        );
+        assert_eq!(counts.severe(), 2);
+        // 130 comes first but lies 26 above a median of 104, under 10 MAD = 30: no warm-up warning
+        assert_eq!(sample_warnings(&s), [SampleWarning::NoisyEnvironment]);
+        let mut slow_first = values;
+        slow_first[0] = 135.0;
+        assert_eq!(
+            sample_warnings(&samples(&slow_first)),
+            [
+                SampleWarning::WarmupTooShort,
+                SampleWarning::NoisyEnvironment
+            ]
+        );
+        assert_eq!(
+            serde_json::to_string(&HighSevere).unwrap(),
+            "\"high_severe\""
+        );
+        assert_eq!(
+            serde_json::to_string(&SampleWarning::WarmupTooShort).unwrap(),
+            "\"warmup_too_short\""
+        );
+    }
+
+    #[test]
+    fn warmup_warning_needs_a_slow_first_sample() {
+        let mut values = noisy(100, 1.0, 0.01, 0.0, 81);
+        assert!(sample_warnings(&samples(&values)).is_empty());
+        values[0] = 2.0;
+        assert_eq!(
+            sample_warnings(&samples(&values)),
+            [SampleWarning::WarmupTooShort]
+        );
+        // the same slow sample later is one high outlier among 100: no warning
+        values.swap(0, 50);
+        assert!(sample_warnings(&samples(&values)).is_empty());
+    }
+
+    #[test]
+    fn warnings_ignore_one_tick_on_quantized_times() {
+        // a 20 µs sample (the burst floor of step 8) at 0.5 µs event resolution, most samples on
+        // one tick: MAD = IQR = 0, yet one tick (2.5 %) is neither a warm-up problem nor severe
+        let mut values = vec![0.020; 80];
+        values.extend([0.0205; 20]);
+        values.swap(0, 99);
+        let s = samples(&values);
+        assert_eq!(s.mad_ms(), 0.0);
+        assert_eq!(s.quantile_ms(0.75) - s.quantile_ms(0.25), 0.0);
+        assert!(sample_warnings(&s).is_empty());
+        assert!(tukey_labels(&s).iter().all(|l| *l != Outlier::HighSevere));
+    }
+
+    #[test]
+    fn noisy_environment_needs_more_than_five_percent_severe() {
+        let mut values = vec![1.0; 100];
+        for (i, v) in values.iter_mut().enumerate() {
+            *v += (i % 10) as f64 * 0.001;
+        }
+        for v in &mut values[50..55] {
+            *v = 5.0;
+        }
+        assert!(
+            sample_warnings(&samples(&values)).is_empty(),
+            "5 of 100 is not more than 5 %"
+        );
+        values[60] = 5.0;
+        assert_eq!(
+            sample_warnings(&samples(&values)),
+            [SampleWarning::NoisyEnvironment]
+        );
+    }
+
+    // -- stopping ------------------------------------------------------------------------------
+
+    #[test]
+    fn median_rank_interval_by_hand() {
+        // n = 100, z√n / 2 = 9.80: l = ⌊40.2⌋ = 40, u = ⌈60.8⌉ = 61
+        let sorted: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(
+            median_rank_interval(&sorted, z_two_sided(0.95)),
+            (40.0, 61.0)
+        );
+        // tiny samples clamp to the extremes
+        assert_eq!(
+            median_rank_interval(&[1.0, 2.0, 3.0], z_two_sided(0.95)),
+            (1.0, 3.0)
+        );
+        let s = samples(&sorted);
+        let expected = std::f64::consts::SQRT_2 * (61f64.ln() - 40f64.ln()) / 2.0;
+        assert!(close(log_ratio_half_width(&s, &s, 0.95), expected, 1e-12));
+        assert!(!precision_reached(&s, &s, 0.01));
+    }
+
+    #[test]
+    fn precision_is_reached_on_tight_arms_only_with_enough_samples() {
+        let tight = samples(&noisy(200, 1.0, 0.01, 0.0, 91));
+        let also_tight = samples(&noisy(200, 0.5, 0.01, 0.0, 92));
+        assert!(log_ratio_half_width(&tight, &also_tight, 0.95) < 0.005);
+        assert!(precision_reached(&tight, &also_tight, 0.01));
+        assert!(!precision_reached(&tight, &also_tight, 0.001));
+        let few = samples(&noisy(MIN_SAMPLES_FOR_STOPPING - 1, 1.0, 0.0001, 0.0, 93));
+        assert!(!precision_reached(&few, &tight, 0.5));
+        // the half-width is symmetric in the arms
+        assert_eq!(
+            log_ratio_half_width(&tight, &also_tight, 0.95),
+            log_ratio_half_width(&also_tight, &tight, 0.95)
+        );
     }
 }

@@ -19,7 +19,10 @@ fn help_documents_exit_codes() {
     let out = kbench(&["eval", "--help"]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("Exit codes:") && text.contains("2  kbench itself failed"), "{text}");
+    assert!(
+        text.contains("Exit codes:") && text.contains("2  kbench itself failed"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -28,7 +31,9 @@ fn list_shows_the_bundled_250_tasks() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(text.lines().count(), 250);
-    assert!(text.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["1", "19", "19_ReLU"]));
+    assert!(text
+        .lines()
+        .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["1", "19", "19_ReLU"]));
     let level3 = kbench(&["list", "--level", "3"]);
     assert_eq!(String::from_utf8_lossy(&level3.stdout).lines().count(), 50);
 }
@@ -37,7 +42,12 @@ fn list_shows_the_bundled_250_tasks() {
 fn a_missing_submission_path_is_kbench_failing() {
     let out = kbench(&["eval", "/no/such/submission"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("kbench: failed to evaluate /no/such/submission: no such file or directory"), "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .contains("kbench: failed to evaluate /no/such/submission: no such file or directory"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -60,15 +70,30 @@ fn a_tree_without_tasks_is_an_error() {
 
 #[test]
 fn bad_flags_are_usage_errors() {
-    assert_eq!(kbench(&["eval", ".", "--only", "19"]).status.code(), Some(2));
-    assert_eq!(kbench(&["eval", ".", "--precision", "fp8"]).status.code(), Some(2));
+    assert_eq!(
+        kbench(&["eval", ".", "--only", "19"]).status.code(),
+        Some(2)
+    );
+    assert_eq!(
+        kbench(&["eval", ".", "--precision", "fp8"]).status.code(),
+        Some(2)
+    );
     assert_eq!(kbench(&["list", "--level", "4"]).status.code(), Some(2));
 }
 
 #[test]
 fn a_python_without_torch_is_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let out = kbench(&["eval", dir.path().to_str().unwrap(), "--python", "/no/such/python"]);
+    let out = kbench(&[
+        "eval",
+        dir.path().to_str().unwrap(),
+        "--python",
+        "/no/such/python",
+    ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("failed to start the Python worker (/no/such/python)"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("failed to start the Python worker (/no/such/python)"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -89,6 +89,7 @@ pub(crate) mod tests {
                 ci_level: 0.95,
             }),
             logs: vec![],
+            phases: Default::default(),
             seconds: 2.25,
         }
     }

@@ -1,8 +1,11 @@
-"""python -m kbench_worker {compile|reference|candidate|probe}"""
+"""python -m kbench_worker {compile|reference|candidate|probe|inspect|check}"""
 
 import sys
+import time
 
 from .protocol import Channel
+
+STARTED = time.perf_counter()
 
 
 def main():
@@ -16,8 +19,20 @@ def main():
         from . import candidate as worker
     elif role == "probe":
         from . import probe as worker
+    elif role == "check":
+        from . import static_check as worker  # standard library only: never imports torch
+    elif role == "inspect":
+        from . import inspect as worker
     else:
-        sys.exit(f"unknown role {role!r}: expected compile, reference, candidate or probe")
+        sys.exit(f"unknown role {role!r}: expected compile, reference, candidate, probe, inspect or check")
+    if role in ("reference", "candidate"):
+        # Pay for torch's import and the CUDA context before the first request: kbench starts
+        # these workers ahead of need, while the previous evaluation runs.
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.init()
+        channel.startup_s = time.perf_counter() - STARTED
     worker.run(channel)
 
 

@@ -5,11 +5,12 @@ the reference worker compares. Inputs come from the pristine task module with th
 never from the submission's own get_inputs, so a submission cannot shrink its problem.
 """
 
+import os
 import traceback
 
 import torch
 
-from . import harness, kernels, taskfile
+from . import harness, kernels, taskfile, transfer
 from .compile import build_message, is_build_failure
 from .protocol import error
 from .timing import Timer
@@ -19,6 +20,9 @@ class Candidate:
     def __init__(self, req):
         self.device = req["device"]
         self.precision = req["precision"]
+        # This submission's build cache (TORCH_EXTENSIONS_DIR, TRITON_CACHE_DIR): the worker was
+        # started before kbench knew which submission it would run.
+        os.environ.update(req.get("env", {}))
         overrides = taskfile.overrides(req["task"], req.get("scale"), req.get("set"))
         self.task = taskfile.load(req["task"], overrides)
         kernels.watch_extensions()
@@ -30,8 +34,10 @@ class Candidate:
         self.init = harness.init_inputs(self.task)
         self.model = harness.build(cls, self.init, self.device, self.precision)
         self.timer = None
+        self.shared = None
 
     def trial(self, req):
+        self.shared = None
         inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision)
         pristine = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         out = harness.forward(self.model, inputs, req["forward_seed"])
@@ -39,8 +45,16 @@ class Candidate:
         modified = [
             i for i, (a, b) in enumerate(zip(inputs, pristine)) if isinstance(a, torch.Tensor) and not torch.equal(a, b)
         ]
+        reply = {"outputs": harness.describe(out), "inputs_modified": modified}
+        if req.get("transport") == "ipc":
+            try:
+                reply["ipc"] = transfer.export_cuda(out)
+                self.shared = out  # alive until the reference worker has copied it
+                return reply
+            except TypeError:
+                pass  # not plain CUDA tensors: the file path below checks and reports them
         torch.save(harness.to_host(out), req["out"])
-        return {"outputs": harness.describe(out), "inputs_modified": modified}
+        return reply
 
     def time(self, req):
         if self.timer is None:
@@ -71,7 +85,7 @@ def run(channel):
         try:
             if cmd == "load":
                 candidate = Candidate(req)
-                channel.reply({"ok": True, "kernels": candidate.kernels})
+                channel.reply({"ok": True, "kernels": candidate.kernels, "startup_s": channel.startup_s})
             elif cmd == "trial":
                 channel.reply({"ok": True, **candidate.trial(req)})
             elif cmd == "time":

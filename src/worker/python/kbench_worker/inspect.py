@@ -4,18 +4,22 @@ Trusted role: it imports task files only, never a submission. For each task it r
 
 * at full size on PyTorch's meta device (shapes only, no memory, seeded as the harness seeds):
   ``input_bytes`` (tensor inputs), ``output_bytes``, ``param_bytes`` (parameters and buffers),
-  ``min_bytes`` (their sum: every byte read or written once, the speed-of-light traffic) and
+  ``min_bytes`` (their sum: every byte read or written once, the speed-of-light traffic),
   ``flops`` (torch.utils.flop_counter.FlopCounterMode around one forward; it counts matmul,
-  convolution and attention style ops only, so elementwise tasks count 0; null if it failed);
+  convolution and attention style ops only, so elementwise tasks count 0; null if it failed)
+  and ``random_ops`` (the ATen ops of that forward tagged ``nondeterministic_seeded``);
 * ``input_only_constants``: the integer module constants whose change alters the shapes of
   ``get_inputs()`` and nothing else (neither ``get_init_inputs()`` nor a parameter or buffer
-  shape), with the forward still running on meta at the new value. These are the sizes a
-  shape-perturbation check may change. An integer tuple is tried element by element: it is
-  listed by name when every element (and all of them at once) may change, otherwise each
-  element that may change is listed as ``name[i]``;
+  shape), with the forward still running on meta at the new value (+1, else x2). These are
+  the sizes a shape-perturbation check may change. An integer tuple is tried element by
+  element: it is listed by name when every element (and all of them at once) may change,
+  otherwise each element that may change is listed as ``name[i]``. Where the full-size meta
+  forward is slow (RNNs, which meta unrolls step by step) the forward at the new value is
+  tried at the small size with the same change;
 * at the task's ``small`` size on the CPU: ``nondeterministic`` (forward draws from the torch
-  RNG, or two forwards without reseeding differ) and ``degenerate``, the reasons a trivial
-  candidate would pass the fp32 check (atol = rtol = 1e-4):
+  or Python RNG, or two forwards without reseeding differ; also set when ``random_ops`` is not
+  empty) and ``degenerate``, the reasons a trivial candidate would pass the fp32 check
+  (atol = rtol = 1e-4, compared as the reference worker compares):
   ``constant_output`` (one value fits every element for two input seeds),
   ``input_independent`` (the same output for two input seeds),
   ``identity`` (the output equals one of the inputs) and
@@ -23,6 +27,7 @@ Trusted role: it imports task files only, never a submission. For each task it r
   Value-based facts come from the small size only: meta tensors hold no values, and some
   full-size tasks do not fit a CPU. A flag can differ at full size (L1/23 Softmax: at full
   size every output is about 1/393216, below atol; at small size the rows are short).
+  ``value_facts(path, "full", "cuda")`` gives them at full size on a GPU.
 * ``errors``: one string per step that failed; a failed step leaves its facts null.
 
 Request ``{"cmd": "inspect", "task": PATH}`` (optional ``atol``, ``rtol``), reply
@@ -30,9 +35,13 @@ Request ``{"cmd": "inspect", "task": PATH}`` (optional ``atol``, ``rtol``), repl
 """
 
 import random
+import time
 import traceback
+import warnings
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
 
 from . import harness, taskfile
 from .protocol import error
@@ -99,7 +108,21 @@ def _input_shapes(inputs):
 # Full size on meta
 
 
+class _RandomOps(TorchDispatchMode):
+    """Records the ops that draw from an RNG (ATen tags them ``nondeterministic_seeded``); works on meta."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if torch.Tag.nondeterministic_seeded in func.tags:
+            self.seen.add(str(func))
+        return func(*args, **(kwargs or {}))
+
+
 def _full_size(path, facts, errors):
+    """Bytes, FLOPs and random ops at full size on meta; returns what the constant scan reuses."""
     try:
         module = taskfile.load(path)
         init, model, inputs = _on_meta(module)
@@ -108,79 +131,122 @@ def _full_size(path, facts, errors):
         return None
     facts["input_bytes"] = _nbytes(_tensors(inputs))
     facts["param_bytes"] = _nbytes(list(model.parameters()) + list(model.buffers()))
-    from torch.utils.flop_counter import FlopCounterMode
-
-    out = None
+    counter, random_ops = FlopCounterMode(display=False), _RandomOps()
+    start = time.perf_counter()
     try:
-        counter = FlopCounterMode(display=False)
-        with counter:
+        with counter, random_ops:
             out = harness.forward(model, inputs, FORWARD_SEED)
         facts["flops"] = int(counter.get_total_flops())
+        facts["random_ops"] = sorted(random_ops.seen)
     except Exception as exc:  # noqa: BLE001
         errors.append(_say("flop count on meta", exc))
-    if out is None:
+        start = time.perf_counter()
         try:
             out = harness.forward(model, inputs, FORWARD_SEED)
         except Exception as exc:  # noqa: BLE001
             errors.append(_say("full-size forward on meta", exc))
             return None
+    seconds = time.perf_counter() - start
     facts["output_bytes"] = _nbytes(_tensors(out))
     facts["min_bytes"] = facts["input_bytes"] + facts["param_bytes"] + facts["output_bytes"]
-    return module, init, model, inputs
+    return module, init, model, inputs, seconds
 
 
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _new_values(value):
-    """Other values to try for an integer: +1 first (odd sizes), then x2 (keeps divisibility)."""
-    return list(dict.fromkeys(v for v in (value + 1, value * 2) if v != value))
+def _bumps(value):
+    """Changes to try on an integer: +1 first (odd sizes), then x2 (keeps divisibility)."""
+    return [bump for bump in (lambda v: v + 1, lambda v: v * 2) if bump(value) != value]
 
 
-def _input_only(path, overrides, baseline):
-    """Whether these overrides change input shapes and nothing else, the forward still running."""
+def _at(i, bump):
+    """A change of element ``i`` of a tuple or list only."""
+    return lambda seq: type(seq)(bump(v) if j == i else v for j, v in enumerate(seq))
+
+
+def _each(bump):
+    return lambda seq: type(seq)(bump(v) for v in seq)
+
+
+def _shapes_only(path, overrides, baseline):
+    """Whether these overrides change input shapes and nothing else (init values, parameter and
+    buffer shapes), building on meta without a forward."""
     try:
         module = taskfile.load(path, overrides)
         init, model, inputs = _on_meta(module)
     except Exception:  # noqa: BLE001 - not loadable at this value: not input-only
         return False
-    if _signature(list(init)) != baseline["init"] or _model_shapes(model) != baseline["model"]:
-        return False
-    if _input_shapes(inputs) == baseline["inputs"]:
-        return False
+    return (
+        _signature(list(init)) == baseline["init"]
+        and _model_shapes(model) == baseline["model"]
+        and _input_shapes(inputs) != baseline["inputs"]
+    )
+
+
+def _forward_runs(path, overrides):
     try:
+        module = taskfile.load(path, overrides)
+        _, model, inputs = _on_meta(module)
         harness.forward(model, inputs, FORWARD_SEED)
     except Exception:  # noqa: BLE001
         return False
     return True
 
 
-def _any_input_only(path, name, values, baseline):
-    return any(_input_only(path, {name: v}, baseline) for v in values)
+SLOW_FORWARD_S = 1.0
 
 
-def input_only_constants(path, module, init, model, inputs):
-    baseline = {"init": _signature(list(init)), "model": _model_shapes(model), "inputs": _input_shapes(inputs)}
+def _may_change(path, name, change, ctx):
+    """Whether one change of constant ``name`` alters input shapes only and the forward still runs.
+
+    The forward runs at full size on meta, or, where the full-size meta forward is slow (RNNs,
+    which meta unrolls step by step), at the small size with the same change.
+    """
+    if not _shapes_only(path, {name: change(ctx["full"][name])}, ctx["baseline"]):
+        return False
+    if ctx["small"] is None:
+        return _forward_runs(path, {name: change(ctx["full"][name])})
+    return _forward_runs(path, {**ctx["small_overrides"], name: change(ctx["small"][name])})
+
+
+def _input_only_constants(path, module, init, model, inputs, forward_seconds):
+    ctx = {
+        "baseline": {"init": _signature(list(init)), "model": _model_shapes(model), "inputs": _input_shapes(inputs)},
+        "full": vars(module),
+        "small": None,
+    }
+    if forward_seconds > SLOW_FORWARD_S:
+        ctx["small_overrides"] = taskfile.overrides(path, "small")
+        ctx["small"] = vars(taskfile.load(path, ctx["small_overrides"]))
     found = []
     for name in taskfile.assigned(path):
-        value = getattr(module, name, None)
+        value = ctx["full"].get(name)
         if _is_int(value):
-            if _any_input_only(path, name, _new_values(value), baseline):
+            if any(_may_change(path, name, bump, ctx) for bump in _bumps(value)):
                 found.append(name)
         elif isinstance(value, (tuple, list)) and value and all(_is_int(v) for v in value):
-            kind = type(value)
-            elements = []
-            for i, v in enumerate(value):
-                tries = [kind(value[:i]) + kind([w]) + kind(value[i + 1 :]) for w in _new_values(v)]
-                if _any_input_only(path, name, tries, baseline):
-                    elements.append(i)
-            whole = [kind(v + 1 for v in value), kind(v * 2 for v in value)]
-            if len(elements) == len(value) and _any_input_only(path, name, whole, baseline):
+            elements = [
+                i for i, v in enumerate(value) if any(_may_change(path, name, _at(i, bump), ctx) for bump in _bumps(v))
+            ]
+            whole = [_each(lambda v: v + 1), _each(lambda v: v * 2)]
+            if len(elements) == len(value) and any(_may_change(path, name, change, ctx) for change in whole):
                 found.append(name)
             else:
                 found.extend(f"{name}[{i}]" for i in elements)
     return found
+
+
+def input_only_constants(path):
+    """The constants (or ``name[i]`` tuple elements) a shape-perturbation check may change."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        module = taskfile.load(path)
+        init, model, inputs = _on_meta(module)
+        start = time.perf_counter()
+        harness.forward(model, inputs, FORWARD_SEED)
+        return _input_only_constants(path, module, init, model, inputs, time.perf_counter() - start)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,30 +304,44 @@ def _run(model, inputs):
         return _tensors(model(*_clone(inputs)))
 
 
-def _small_size(path, facts, errors, atol, rtol):
+def _rng_states(device):
+    states = [torch.get_rng_state(), torch.tensor(hash(random.getstate()))]
+    if device.startswith("cuda"):
+        states.append(torch.cuda.get_rng_state(device))
+    return states
+
+
+def value_facts(path, scale="small", device="cpu", atol=ATOL, rtol=RTOL):
+    """``nondeterministic`` and ``degenerate`` from real values at a scale (small on the CPU).
+
+    The forward is seeded identically for both input seeds, so references that draw random
+    numbers still compare. Returns {"nondeterministic", "degenerate", "errors"}.
+    """
+    facts = {"nondeterministic": None, "degenerate": None, "errors": []}
+    errors = facts["errors"]
     try:
-        module = taskfile.load(path, taskfile.overrides(path, "small"))
-        model = harness.build(module.Model, harness.init_inputs(module), "cpu", "fp32")
-        inputs_a = harness.make_inputs(module, INPUT_SEEDS[0], "cpu", "fp32")
-        inputs_b = harness.make_inputs(module, INPUT_SEEDS[1], "cpu", "fp32")
+        module = taskfile.load(path, taskfile.overrides(path, scale))
+        model = harness.build(module.Model, harness.init_inputs(module), device, "fp32")
+        inputs_a = harness.make_inputs(module, INPUT_SEEDS[0], device, "fp32")
+        inputs_b = harness.make_inputs(module, INPUT_SEEDS[1], device, "fp32")
     except Exception as exc:  # noqa: BLE001
-        errors.append(_say("small-size build on cpu", exc))
-        return
+        errors.append(_say(f"{scale}-size build on {device}", exc))
+        return facts
     try:
         torch.manual_seed(FORWARD_SEED)
-        torch_before, py_before = torch.get_rng_state(), random.getstate()
+        before = _rng_states(device)
         outs_a = _run(model, inputs_a)
-        drew = not torch.equal(torch_before, torch.get_rng_state()) or py_before != random.getstate()
+        drew = not all(torch.equal(x, y) for x, y in zip(before, _rng_states(device)))
         again = _run(model, inputs_a)  # no reseeding: random or stateful references differ
         torch.manual_seed(FORWARD_SEED)
         outs_b = _run(model, inputs_b)
     except Exception as exc:  # noqa: BLE001
-        errors.append(_say("small-size forward on cpu", exc))
-        return
+        errors.append(_say(f"{scale}-size forward on {device}", exc))
+        return facts
     repeat = len(again) == len(outs_a) and all(_identical(x, y) for x, y in zip(outs_a, again))
     facts["nondeterministic"] = bool(drew or not repeat)
     if any(t.is_floating_point() and torch.isnan(t).any() for t in outs_a + outs_b):
-        errors.append("small-size forward on cpu: the output holds NaN")
+        errors.append(f"{scale}-size forward on {device}: the output holds NaN")
     reasons = []
     if _constant(outs_a, outs_b, atol, rtol):
         reasons.append("constant_output")
@@ -276,6 +356,7 @@ def _small_size(path, facts, errors, atol, rtol):
     if floats and len(floats) == len(outs_a + outs_b) and max(t.abs().max().item() for t in floats) < atol:
         reasons.append("below_tolerance")
     facts["degenerate"] = reasons
+    return facts
 
 
 # ---------------------------------------------------------------------------------------------
@@ -289,6 +370,7 @@ def inspect_task(path, atol=ATOL, rtol=RTOL):
         "param_bytes": None,
         "min_bytes": None,
         "flops": None,
+        "random_ops": None,
         "input_only_constants": None,
         "nondeterministic": None,
         "degenerate": None,
@@ -297,13 +379,19 @@ def inspect_task(path, atol=ATOL, rtol=RTOL):
     errors = facts["errors"]
     rng = torch.get_rng_state()
     try:
-        built = _full_size(path, facts, errors)
-        if built is not None:
-            try:
-                facts["input_only_constants"] = input_only_constants(path, *built)
-            except Exception as exc:  # noqa: BLE001
-                errors.append(_say("input-only constants", exc))
-        _small_size(path, facts, errors, atol, rtol)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            built = _full_size(path, facts, errors)
+            if built is not None:
+                try:
+                    facts["input_only_constants"] = _input_only_constants(path, *built)
+                except Exception as exc:  # noqa: BLE001
+                    errors.append(_say("input-only constants", exc))
+            small = value_facts(path, "small", "cpu", atol, rtol)
+        errors.extend(small["errors"])
+        facts["degenerate"] = small["degenerate"]
+        if small["nondeterministic"] is not None or facts["random_ops"] is not None:
+            facts["nondeterministic"] = bool(small["nondeterministic"] or facts["random_ops"])
     except Exception as exc:  # noqa: BLE001 - e.g. the file does not parse
         errors.append(_say("inspect", exc))
     finally:

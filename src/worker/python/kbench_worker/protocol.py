@@ -16,6 +16,7 @@ class Channel:
         fd_in, fd_out = (int(x) for x in os.environ.pop("KBENCH_PROTOCOL_FDS").split(","))
         self._in = os.fdopen(fd_in, "r", encoding="utf-8")
         self._out = os.fdopen(fd_out, "w", encoding="utf-8")
+        self.startup_s = None
 
     def requests(self):
         for line in self._in:

@@ -10,7 +10,7 @@ import traceback
 
 import torch
 
-from . import harness, taskfile
+from . import harness, taskfile, transfer
 from .protocol import error
 from .timing import Timer
 
@@ -52,6 +52,10 @@ def compare(ref, cand, atol, rtol):
     return {"correct": True, "reason": "", "max_abs_diff": finite(worst_abs), "max_rel_diff": finite(worst_rel)}
 
 
+class TransferError(RuntimeError):
+    """The candidate's outputs could not be received by IPC (not a verdict on the kernel)."""
+
+
 class Reference:
     def __init__(self, req):
         self.device = req["device"]
@@ -66,10 +70,16 @@ class Reference:
         inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision)
         ref = harness.forward(self.model, inputs, req["forward_seed"])
         del inputs
-        try:
-            cand = torch.load(req["candidate_out"], map_location="cpu", weights_only=True)
-        except Exception as exc:  # noqa: BLE001 - the candidate wrote this file
-            raise harness.OutputTypeError(f"the candidate's outputs could not be read: {exc}") from exc
+        if req.get("ipc") is not None:
+            try:
+                cand = transfer.import_cuda(req["ipc"])
+            except Exception as exc:  # noqa: BLE001 - kbench retries the trial through a file
+                raise TransferError(f"CUDA IPC import failed: {type(exc).__name__}: {exc}") from exc
+        else:
+            try:
+                cand = torch.load(req["candidate_out"], map_location="cpu", weights_only=True)
+            except Exception as exc:  # noqa: BLE001 - the candidate wrote this file
+                raise harness.OutputTypeError(f"the candidate's outputs could not be read: {exc}") from exc
         return compare(ref, cand, self.atol, self.rtol)
 
     def time(self, req):
@@ -91,7 +101,7 @@ def run(channel):
         try:
             if cmd == "load":
                 reference = Reference(req)
-                channel.reply({"ok": True})
+                channel.reply({"ok": True, "startup_s": channel.startup_s})
             elif cmd == "check":
                 channel.reply({"ok": True, **reference.check(req)})
             elif cmd == "time":
@@ -102,6 +112,9 @@ def run(channel):
                 channel.reply({"ok": False, "error": error("protocol", f"unknown command {cmd}")})
         except BaseException as exc:  # noqa: BLE001 - reported to kbench, which decides
             traceback.print_exc()
+            if isinstance(exc, TransferError):
+                channel.reply({"ok": False, "error": error("transfer", str(exc), exc)})
+                continue
             record = harness.classify(exc, f"reference {cmd}")
             channel.reply({"ok": False, "error": record})
             if record["fatal"]:

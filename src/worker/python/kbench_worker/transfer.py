@@ -1,0 +1,76 @@
+"""Moving the candidate's outputs to the reference worker without trusting the candidate.
+
+On the GPU, outputs are shared by CUDA IPC (torch.multiprocessing's own reduction): no copy to
+the host and back, which for multi-GB outputs costs seconds per trial. The reply carries only
+plain JSON (numbers, base64 bytes, names from a fixed set), never a pickle, so the trusted side
+never runs code chosen by the candidate. Elsewhere, and as a fallback, outputs go through a file
+written with torch.save and read back with ``weights_only``.
+"""
+
+import base64
+
+import torch
+from torch.multiprocessing import reductions
+
+# The only classes and functions a rebuilt argument may name.
+_CLASSES = {"Tensor": torch.Tensor, "UntypedStorage": torch.UntypedStorage, "TypedStorage": torch.TypedStorage}
+
+
+def _encode(value):
+    if isinstance(value, bytes):
+        return {"bytes": base64.b64encode(value).decode()}
+    if isinstance(value, torch.dtype):
+        return {"dtype": str(value).removeprefix("torch.")}
+    if isinstance(value, type):
+        return {"class": value.__name__}
+    if isinstance(value, (tuple, list, torch.Size)):
+        return {"tuple": [_encode(v) for v in value]}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"cannot share a {type(value).__name__}")
+
+
+def _decode(value):
+    if isinstance(value, dict):
+        (kind, inner), = value.items()
+        if kind == "bytes":
+            return base64.b64decode(inner)
+        if kind == "dtype":
+            dtype = getattr(torch, inner, None)
+            if not isinstance(dtype, torch.dtype):
+                raise ValueError(f"unknown dtype {inner}")
+            return dtype
+        if kind == "class":
+            return _CLASSES[inner]
+        if kind == "tuple":
+            return tuple(_decode(v) for v in inner)
+        raise ValueError(f"unknown field {kind}")
+    return value
+
+
+def export_cuda(out):
+    """IPC descriptions of the output tensors (the caller keeps ``out`` alive until read)."""
+    tensors = out if isinstance(out, (tuple, list)) else [out]
+    shared = []
+    for t in tensors:
+        if type(t) is not torch.Tensor or not t.is_cuda:
+            raise TypeError("only plain CUDA tensors are shared by IPC")
+        rebuild, args = reductions.reduce_tensor(t.detach())
+        if rebuild is not reductions.rebuild_cuda_tensor:
+            raise TypeError(f"unexpected reduction {rebuild.__name__}")
+        shared.append([_encode(a) for a in args])
+    return {"tuple": isinstance(out, (tuple, list)), "tensors": shared}
+
+
+def import_cuda(description):
+    """Private copies of the shared outputs; the candidate's memory is released at once."""
+    tensors = []
+    for args in description["tensors"]:
+        decoded = [_decode(a) for a in args]
+        if decoded[0] is not torch.Tensor:
+            raise ValueError("a shared output must be a plain tensor")
+        shared = reductions.rebuild_cuda_tensor(*decoded)
+        tensors.append(shared.clone())
+        del shared
+    torch.cuda.synchronize()
+    return tuple(tensors) if description["tuple"] else tensors[0]

@@ -1,0 +1,128 @@
+"""The inspect worker role: facts derived from task files (meta at full size, CPU at small size)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kbench_worker import PROTOCOL_VERSION
+from kbench_worker.inspect import input_only_constants, inspect_task, value_facts
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def task(level, prefix):
+    (path,) = (ROOT / f"level{level}").glob(f"{prefix}_*.py")
+    return path
+
+
+def test_square_matmul_counts_flops_and_bytes():
+    facts = inspect_task(task(1, "1"))
+    n = 4096
+    assert facts["errors"] == []
+    assert facts["flops"] == 2 * n**3
+    assert facts["input_bytes"] == 2 * n * n * 4
+    assert facts["output_bytes"] == n * n * 4
+    assert facts["param_bytes"] == 0
+    assert facts["min_bytes"] == 3 * n * n * 4
+    assert facts["degenerate"] == []
+    assert facts["nondeterministic"] is False
+    assert facts["random_ops"] == []
+    assert facts["input_only_constants"] == ["N"]
+    json.dumps(facts, allow_nan=False)
+
+
+def test_relu_on_uniform_inputs_is_the_identity():
+    facts = inspect_task(task(1, "19"))
+    assert facts["errors"] == []
+    assert facts["degenerate"] == ["identity"]
+    assert facts["nondeterministic"] is False
+    assert facts["flops"] == 0  # FlopCounterMode counts matmul-like ops only
+    assert facts["input_bytes"] == facts["output_bytes"] == 4096 * 393216 * 4
+
+
+def test_clamped_dropout_output_is_constant_and_random():
+    facts = inspect_task(task(2, "83"))
+    assert facts["errors"] == []
+    assert {"constant_output", "input_independent", "below_tolerance"} <= set(facts["degenerate"])
+    assert "identity" not in facts["degenerate"]
+    assert facts["nondeterministic"] is True
+
+
+def test_active_dropout_is_nondeterministic():
+    facts = inspect_task(task(2, "66"))
+    assert facts["errors"] == []
+    assert facts["nondeterministic"] is True
+    assert any("bernoulli" in op for op in facts["random_ops"])  # seen at full size, on meta
+    assert facts["degenerate"] == []
+    assert facts["param_bytes"] == (16384 * 16384 + 16384) * 4
+
+
+def test_random_initial_state_is_nondeterministic():
+    # Only the small-size part: the full-size LSTM forward on meta is unrolled step by step (slow).
+    facts = value_facts(task(3, "35"))
+    assert facts == {"nondeterministic": True, "degenerate": [], "errors": []}
+
+
+def test_conv_batch_and_spatial_sizes_are_input_only():
+    found = input_only_constants(task(1, "55"))
+    assert "batch_size" in found and "height" in found and "width" in found
+    assert "in_channels" not in found  # also a constructor argument
+    assert "out_channels" not in found and "kernel_size" not in found
+
+
+def test_mamba_sizes_that_shape_parameters_are_not_input_only():
+    # The parameters A, B, C are shaped (batch_size, seq_length, ...): no size is input-only.
+    assert input_only_constants(task(3, "48")) == []
+
+
+def test_tuple_elements_are_listed_one_by_one():
+    # input_shape = (batch_size, 3, 224, 224): the channel count is fixed by the first conv.
+    found = input_only_constants(task(3, "9"))
+    assert "input_shape[0]" in found and "input_shape[2]" in found and "input_shape[3]" in found
+    assert "input_shape[1]" not in found and "input_shape" not in found
+
+
+def test_a_broken_task_reports_errors_without_raising(tmp_path):
+    path = tmp_path / "broken.py"
+    path.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        raise RuntimeError('no')\n"
+                    "n = 4\ndef get_inputs():\n    return [torch.rand(n)]\ndef get_init_inputs():\n    return []\n")
+    facts = inspect_task(path)
+    assert facts["flops"] is None and facts["degenerate"] is None
+    assert any("RuntimeError: no" in e for e in facts["errors"])
+    json.dumps(facts, allow_nan=False)
+
+
+def test_worker_role_answers_over_the_protocol(tmp_path):
+    path = tmp_path / "tiny.py"
+    path.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+                    "n = 4\ndef get_inputs():\n    return [torch.rand(n)]\ndef get_init_inputs():\n    return []\n")
+    (tmp_path / "scale.toml").write_text('["tiny"]\nsmall = { n = 3 }\n')
+    req_r, req_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    requests = [{"v": PROTOCOL_VERSION, "cmd": "inspect", "task": str(path)}, {"v": PROTOCOL_VERSION, "cmd": "exit"}]
+    os.write(req_w, "".join(json.dumps(r) + "\n" for r in requests).encode())
+    os.close(req_w)
+    env = {**os.environ, "KBENCH_PROTOCOL_FDS": f"{req_r},{rep_w}", "PYTHONPATH": str(ROOT / "src/worker/python")}
+    proc = subprocess.run([sys.executable, "-m", "kbench_worker", "inspect"], env=env, pass_fds=(req_r, rep_w), timeout=120)
+    os.close(req_r)
+    os.close(rep_w)
+    with os.fdopen(rep_r) as replies:
+        (reply,) = [json.loads(line) for line in replies]
+    assert proc.returncode == 0
+    assert reply["ok"] is True and reply["v"] == PROTOCOL_VERSION
+    facts = reply["facts"]
+    assert facts["errors"] == []
+    assert facts["input_bytes"] == facts["output_bytes"] == facts["min_bytes"] // 2 == 16
+    assert facts["input_only_constants"] == ["n"]
+    assert facts["degenerate"] == [] and facts["nondeterministic"] is False
+
+
+@pytest.mark.parametrize("level,prefix", [(1, "23")])
+def test_softmax_over_a_short_row_is_not_below_tolerance(level, prefix):
+    # At full size (rows of 393216) every output is ~2.5e-6 < atol; meta holds no values, and
+    # the small size (rows of 1024, ~1e-3) does not show it.
+    assert "below_tolerance" not in value_facts(task(level, prefix))["degenerate"]
