@@ -2,7 +2,8 @@
 # The GPU runs whose results are committed under reports/: run on a machine with an NVIDIA GPU,
 # torch and nvcc, from the repository root, after `cargo build --release`.
 #
-#   bash benchmarks/gpu_run.sh fixtures RESULTS_DIR   # GPU fixture corpus (honest kernels + faults)
+#   bash benchmarks/gpu_run.sh corpus RESULTS_DIR     # honest CUDA kernels (benchmarks/example/gpu)
+#                                                     # and GPU fault fixtures (tests/fixtures/gpu)
 #   bash benchmarks/gpu_run.sh identity RESULTS_DIR [kbench eval flags...]
 #                                                     # each task's reference as its own submission
 #
@@ -17,9 +18,9 @@ kbench=target/release/kbench
 work=${KBENCH_WORK:-/tmp/kbench-gpu-run}
 python=${KBENCH_PYTHON:-python3}
 case $what in
-  fixtures) dir=tests/fixtures/gpu ;;
+  corpus) dir=$work/corpus; mkdir -p "$dir"; cp -r benchmarks/example/gpu/. tests/fixtures/gpu/. "$dir/" ;;
   identity) dir=$work/identity-submission; "$python" benchmarks/identity.py "$dir" >/dev/null ;;
-  *) echo "usage: $0 fixtures|identity RESULTS_DIR [flags]" >&2; exit 2 ;;
+  *) echo "usage: $0 corpus|identity RESULTS_DIR [flags]" >&2; exit 2 ;;
 esac
 "$kbench" doctor --python "$python" > "$results/doctor.txt" 2>&1 || true
 start=$(date +%s)

@@ -29,6 +29,20 @@ pub enum Command {
     List(ListArgs),
     /// Check the Python, torch, CUDA, compiler and NVML set-up, with a fix for each problem
     Doctor(PythonArg),
+    /// Static checks of submission sources (no GPU, no torch); exit 1 on an error-level finding
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Submission files to check
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Also print info-level findings
+    #[arg(long)]
+    pub all: bool,
+    #[command(flatten)]
+    pub python: PythonArg,
 }
 
 #[derive(Debug, Args)]
@@ -52,6 +66,12 @@ pub struct PythonArg {
 pub struct ListArgs {
     #[command(flatten)]
     pub source: TaskSource,
+    /// Also show facts derived from each task file: bytes, FLOPs, input-only constants, and
+    /// degenerate or non-deterministic flags (needs Python with torch; cached after the first run)
+    #[arg(long)]
+    pub meta: bool,
+    #[command(flatten)]
+    pub python: PythonArg,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -3,6 +3,7 @@
 //! candidate worker (untrusted) runs ModelNew. Everything that can go wrong in submission code
 //! ends as a `Verdict`, never as an `Err`.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -40,9 +41,9 @@ pub struct Python<'a> {
     worker_path: PathBuf,
     /// torch version and GPU architectures: part of every build's cache key.
     build_key: String,
-    /// Per slot, a reference and a candidate worker started ahead of need (Python, torch and
-    /// the CUDA context take seconds), each used for one evaluation only.
-    ready: Vec<Mutex<Option<Pair>>>,
+    /// Per slot, reference and candidate workers started ahead of need (Python, torch and the
+    /// CUDA context take seconds), each used for one evaluation only.
+    ready: Vec<Mutex<VecDeque<Pair>>>,
     started: AtomicUsize,
 }
 
@@ -133,7 +134,9 @@ fn ask(worker: &mut Worker, body: Value, deadline: Duration) -> Result<Value, (V
 
 impl<'a> Python<'a> {
     pub fn new(config: &'a Config, worker_path: PathBuf, build_key: String) -> Python<'a> {
-        let ready = (0..config.slots()).map(|_| Mutex::new(None)).collect();
+        let ready = (0..config.slots())
+            .map(|_| Mutex::new(VecDeque::new()))
+            .collect();
         Python {
             config,
             worker_path,
@@ -162,16 +165,31 @@ impl<'a> Python<'a> {
         })
     }
 
-    /// The slot's waiting pair, or a new one.
+    /// The slot's oldest waiting pair, or a new one.
     fn take_pair(&self, slot: usize) -> Result<Pair, String> {
-        let waiting = self.ready[slot].lock().expect("worker pool lock").take();
+        let waiting = self.ready[slot]
+            .lock()
+            .expect("worker pool lock")
+            .pop_front();
         waiting.map_or_else(|| self.start_pair(slot), Ok)
     }
 
-    /// Start the slot's next pair now, so it warms up while this evaluation runs.
+    /// Start the slot's next pairs now, so they warm up while this evaluation runs. Start-up
+    /// (~5 s on an H100 host) outlasts a short evaluation, so on a GPU two pairs wait; on a CPU
+    /// one, since starting workers competes with the evaluation for the same cores.
     fn refill(&self, slot: usize) {
-        if let Ok(pair) = self.start_pair(slot) {
-            *self.ready[slot].lock().expect("worker pool lock") = Some(pair);
+        let depth = match self.config.device {
+            Device::Cuda => 2,
+            Device::Cpu => 1,
+        };
+        while self.ready[slot].lock().expect("worker pool lock").len() < depth {
+            match self.start_pair(slot) {
+                Ok(pair) => self.ready[slot]
+                    .lock()
+                    .expect("worker pool lock")
+                    .push_back(pair),
+                Err(_) => break,
+            }
         }
     }
 
@@ -211,6 +229,10 @@ impl<'a> Python<'a> {
             (
                 "TRITON_CACHE_DIR".into(),
                 dir.join("triton").display().to_string(),
+            ),
+            (
+                "TORCH_CUDA_ARCH_LIST".into(),
+                self.config.cuda_arch_list.clone(),
             ),
         ]
     }
@@ -258,10 +280,6 @@ impl Backend for Python<'_> {
         }
         let mut env = self.build_env(submission);
         env.push(("CUDA_VISIBLE_DEVICES".into(), String::new()));
-        env.push((
-            "TORCH_CUDA_ARCH_LIST".into(),
-            self.config.cuda_arch_list.clone(),
-        ));
         if let Err(e) = std::fs::create_dir_all(&dir) {
             build.status = BuildStatus::Crashed;
             build.message = format!("create build folder {}: {e}", dir.display());
@@ -426,14 +444,14 @@ impl Python<'_> {
             let seed = derive_seed(cfg.seed, 2 * u64::from(index) + 1);
             let forward_seed = derive_seed(cfg.seed, 2 * u64::from(index) + 2);
             let out = exchange.path().join(format!("trial{index}.pt"));
-            let (ran, checked) = loop {
+            let checked = loop {
                 let trial = json!({"cmd": "trial", "seed": seed, "forward_seed": forward_seed, "out": out, "transport": transport});
                 let ran = ask(&mut candidate, trial, cfg.timeouts.call)?;
                 let check = json!({
                     "cmd": "check", "seed": seed, "forward_seed": forward_seed, "candidate_out": out, "ipc": ran.get("ipc"),
                 });
                 match reference.request(check, cfg.timeouts.call) {
-                    Ok(Reply::Ok(v)) => break (ran, v),
+                    Ok(Reply::Ok(v)) => break v,
                     Ok(Reply::Err(e)) if e.kind == "transfer" && transport == "ipc" => {
                         transport = "file"
                     }
@@ -446,19 +464,14 @@ impl Python<'_> {
                     Err(f) => return Err(skipped(format!("the reference worker failed: {f}"))),
                 }
             };
-            let modified = ran["inputs_modified"].as_array().map_or(0, Vec::len);
             let _ = std::fs::remove_file(&out);
-            let mut trial = Trial {
+            let trial = Trial {
                 index,
                 correct: checked["correct"] == true,
                 reason: checked["reason"].as_str().unwrap_or_default().to_string(),
                 max_abs_diff: checked["max_abs_diff"].as_f64(),
                 max_rel_diff: checked["max_rel_diff"].as_f64(),
             };
-            if modified > 0 && trial.correct {
-                trial.correct = false;
-                trial.reason = format!("forward modified {modified} of its inputs");
-            }
             let failed = (!trial.correct).then(|| trial.reason.clone());
             eval.trials.push(trial);
             if let Some(reason) = failed {

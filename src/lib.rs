@@ -9,6 +9,7 @@
 //! 5. print the summary and return the gate's exit code (`gate`).
 
 pub mod bundled;
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod doctor;
@@ -22,13 +23,14 @@ pub mod schedule;
 pub mod stats;
 pub mod submission;
 pub mod task;
+pub mod taskfacts;
 pub mod verdict;
 pub mod worker;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use cli::{Cli, Command, EvalArgs, ListArgs, PythonArg, TaskSource};
+use cli::{CheckArgs, Cli, Command, EvalArgs, ListArgs, PythonArg, TaskSource};
 use config::Config;
 use error::{Error, Result};
 use probe::Probe;
@@ -46,7 +48,31 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Eval(args) => eval(&args),
         Command::List(args) => list(&args),
         Command::Doctor(args) => doctor(&args),
+        Command::Check(args) => check(&args),
     }
+}
+
+fn check(args: &CheckArgs) -> Result<ExitCode> {
+    for f in &args.files {
+        if !f.is_file() {
+            return Err(Error::Usage(format!("check {}: no such file", f.display())));
+        }
+    }
+    let python = config::python(args.python.python.as_deref());
+    let cache = config::cache_dir();
+    let worker_path = worker::python::worker_path(&cache)?;
+    let results = check::scan(&python, &worker_path, &cache.join("check"), &args.files)?;
+    let min = if args.all {
+        check::Severity::Info
+    } else {
+        check::Severity::Warning
+    };
+    print!("{}", check::render(&results, &min));
+    Ok(ExitCode::from(if check::has_errors(&results) {
+        EXIT_GATE_FAILED
+    } else {
+        EXIT_PASSED
+    }))
 }
 
 /// The tasks of `--tasks DIR` (or the bundled ones), filtered by `--level`.
@@ -64,8 +90,18 @@ fn load_tasks(source: &TaskSource) -> Result<(PathBuf, Vec<Task>)> {
 
 fn list(args: &ListArgs) -> Result<ExitCode> {
     let (_, tasks) = load_tasks(&args.source)?;
-    for t in &tasks {
-        println!("{:<5} {:<4} {}", t.id.level, t.id.number, t.name);
+    if args.meta {
+        let python = config::python(args.python.python.as_deref());
+        let cache = config::cache_dir();
+        let worker_path = worker::python::worker_path(&cache)?;
+        let bar = indicatif::ProgressBar::new(tasks.len() as u64);
+        let facts = taskfacts::collect(&tasks, &python, &worker_path, &cache, |_| bar.inc(1))?;
+        bar.finish_and_clear();
+        print!("{}", taskfacts::render(&tasks, &facts));
+    } else {
+        for t in &tasks {
+            println!("{:<5} {:<4} {}", t.id.level, t.id.number, t.name);
+        }
     }
     eprintln!("{} task(s)", tasks.len());
     Ok(ExitCode::from(EXIT_PASSED))

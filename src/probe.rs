@@ -65,8 +65,15 @@ impl Probe {
         self.facts["torch"].as_str().map(String::from)
     }
 
-    /// Architectures of the visible GPUs for builds made without one, e.g. "9.0"; "9.0" when none.
+    /// TORCH_CUDA_ARCH_LIST for the compile pool (which sees no GPU) and the candidate alike, so
+    /// the candidate finds the pool's build up to date: the environment's own value when set,
+    /// else the visible GPUs' architectures, e.g. "9.0"; "9.0" when there is none.
     pub fn cuda_arch_list(&self) -> String {
+        if let Ok(list) = std::env::var("TORCH_CUDA_ARCH_LIST") {
+            if !list.trim().is_empty() {
+                return list;
+            }
+        }
         let mut caps: Vec<String> = self.facts["gpus"]
             .as_array()
             .into_iter()

@@ -97,3 +97,30 @@ fn a_python_without_torch_is_reported() {
         stderr(&out)
     );
 }
+
+#[test]
+fn check_flags_timer_patching_without_torch() {
+    let dir = tempfile::tempdir().unwrap();
+    let cheat = dir.path().join("cheat.py");
+    std::fs::write(
+        &cheat,
+        "import torch\nsetattr(torch.cuda.Event, 'elapsed' + '_time', lambda a, b: 0.0)\n",
+    )
+    .unwrap();
+    let honest = dir.path().join("honest.py");
+    std::fs::write(&honest, "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n").unwrap();
+    // The system python3 has no torch: the static checks need none.
+    let out = kbench(&["check", cheat.to_str().unwrap(), "--python", "python3"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("cheat.py:2: error python.patch_attribute"),
+        "{text}"
+    );
+    let out = kbench(&["check", honest.to_str().unwrap(), "--python", "python3"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        kbench(&["check", "/no/such/file.py"]).status.code(),
+        Some(2)
+    );
+}

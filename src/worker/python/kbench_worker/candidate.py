@@ -26,7 +26,9 @@ class Candidate:
         overrides = taskfile.overrides(req["task"], req.get("scale"), req.get("set"))
         self.task = taskfile.load(req["task"], overrides)
         kernels.watch_extensions()
+        kernels.build_report("before import")
         self.module = taskfile.load(req["submission"], overrides, strict=False)
+        kernels.build_report("after import")
         self.kernels = kernels.found(self.module)
         cls = getattr(self.module, "ModelNew", None)
         if cls is None:
@@ -37,27 +39,28 @@ class Candidate:
         self.shared = None
 
     def trial(self, req):
+        """Run one call and hand its outputs and its (possibly modified) inputs to kbench."""
         self.shared = None
+        harness.release_memory(self.device)
         inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision)
-        pristine = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         out = harness.forward(self.model, inputs, req["forward_seed"])
         harness.synchronize(self.device)
-        modified = [
-            i for i, (a, b) in enumerate(zip(inputs, pristine)) if isinstance(a, torch.Tensor) and not torch.equal(a, b)
-        ]
-        reply = {"outputs": harness.describe(out), "inputs_modified": modified}
+        tensors = tuple(x for x in inputs if isinstance(x, torch.Tensor))
+        reply = {"outputs": harness.describe(out)}
         if req.get("transport") == "ipc":
             try:
-                reply["ipc"] = transfer.export_cuda(out)
-                self.shared = out  # alive until the reference worker has copied it
+                reply["ipc"] = {"outputs": transfer.export_cuda(out), "inputs": transfer.export_cuda(tensors)}
+                self.shared = (out, inputs)  # alive until the reference worker has read them
                 return reply
             except TypeError:
                 pass  # not plain CUDA tensors: the file path below checks and reports them
-        torch.save(harness.to_host(out), req["out"])
+        torch.save({"outputs": harness.to_host(out), "inputs": harness.to_host(tensors)}, req["out"])
         return reply
 
     def time(self, req):
         if self.timer is None:
+            self.shared = None
+            harness.release_memory(self.device)
             self.timer = Timer(self.device)
             self.inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision)
             for _ in range(req.get("warmup", 3)):
@@ -85,6 +88,7 @@ def run(channel):
         try:
             if cmd == "load":
                 candidate = Candidate(req)
+                harness.release_memory(candidate.device)
                 channel.reply({"ok": True, "kernels": candidate.kernels, "startup_s": channel.startup_s})
             elif cmd == "trial":
                 channel.reply({"ok": True, **candidate.trial(req)})

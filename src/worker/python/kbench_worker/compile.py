@@ -43,5 +43,6 @@ def run(channel):
             else:
                 channel.reply({"ok": False, "error": error("import", f"{type(exc).__name__}: {str(exc)[:1000]}", exc)})
         else:
+            kernels.build_report("compiled")
             channel.reply({"ok": True, "has_model_new": hasattr(module, "ModelNew"), "kernels": kernels.found(module)})
         return

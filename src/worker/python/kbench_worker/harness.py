@@ -40,6 +40,12 @@ def forward(model, inputs, seed):
         return model(*inputs)
 
 
+def release_memory(device):
+    """Give cached GPU memory back: the other worker on this GPU may need it next."""
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+
+
 def synchronize(device):
     if device.startswith("cuda"):
         torch.cuda.synchronize()

@@ -218,8 +218,11 @@ def _input_only_constants(path, module, init, model, inputs, forward_seconds):
         "small": None,
     }
     if forward_seconds > SLOW_FORWARD_S:
-        ctx["small_overrides"] = taskfile.overrides(path, "small")
-        ctx["small"] = vars(taskfile.load(path, ctx["small_overrides"]))
+        try:
+            ctx["small_overrides"] = taskfile.overrides(path, "small")
+            ctx["small"] = vars(taskfile.load(path, ctx["small_overrides"]))
+        except Exception:  # noqa: BLE001 - no small size: run the slow forwards at full size
+            ctx["small"] = None
     found = []
     for name in taskfile.assigned(path):
         value = ctx["full"].get(name)
@@ -311,8 +314,9 @@ def _rng_states(device):
     return states
 
 
-def value_facts(path, scale="small", device="cpu", atol=ATOL, rtol=RTOL):
-    """``nondeterministic`` and ``degenerate`` from real values at a scale (small on the CPU).
+def value_facts(path, scale="small", device="cpu", atol=ATOL, rtol=RTOL, sets=None):
+    """``nondeterministic`` and ``degenerate`` from real values at a scale (small on the CPU),
+    with further constants ``sets`` overridden on top.
 
     The forward is seeded identically for both input seeds, so references that draw random
     numbers still compare. Returns {"nondeterministic", "degenerate", "errors"}.
@@ -320,7 +324,7 @@ def value_facts(path, scale="small", device="cpu", atol=ATOL, rtol=RTOL):
     facts = {"nondeterministic": None, "degenerate": None, "errors": []}
     errors = facts["errors"]
     try:
-        module = taskfile.load(path, taskfile.overrides(path, scale))
+        module = taskfile.load(path, taskfile.overrides(path, scale, sets))
         model = harness.build(module.Model, harness.init_inputs(module), device, "fp32")
         inputs_a = harness.make_inputs(module, INPUT_SEEDS[0], device, "fp32")
         inputs_b = harness.make_inputs(module, INPUT_SEEDS[1], device, "fp32")

@@ -39,3 +39,22 @@ def found(module):
         elif cupy_kinds and isinstance(value, cupy_kinds):
             kinds.append(f"cupy:{name}")
     return kinds
+
+
+def build_report(label):
+    """Print each extension build's ninja log and flags to the worker's log: evidence of whether
+    a load rebuilt what the compile pool built."""
+    import os
+    from pathlib import Path
+
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if not root or not Path(root).is_dir():
+        return
+    print(f"[kbench] {label}: TORCH_CUDA_ARCH_LIST={os.environ.get('TORCH_CUDA_ARCH_LIST')}", file=sys.stderr)
+    for log in sorted(Path(root).glob("*/.ninja_log")):
+        lines = log.read_text().splitlines()[1:]
+        print(f"[kbench] {label}: {log.parent.name}: {len(lines)} ninja steps so far", file=sys.stderr)
+        ninja = log.parent / "build.ninja"
+        if ninja.exists():
+            flags = [line for line in ninja.read_text().splitlines() if line.startswith(("cuda_cflags", "cuda_post_cflags", "cflags", "nvcc", "cxx"))]
+            print("\n".join(f"[kbench] {label}:   {f[:400]}" for f in flags), file=sys.stderr)

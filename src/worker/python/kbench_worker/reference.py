@@ -1,8 +1,9 @@
 """Reference worker (trusted): task code and harness only, never a submission.
 
-Builds the task's Model, makes the same inputs as the candidate from the trial's seed, runs the
-reference, loads the candidate's outputs from the file the candidate wrote (tensors only:
-``weights_only``) and compares them here, where no submission code has run.
+Builds the task's Model, makes the same inputs as the candidate from the trial's seed, receives
+the candidate's outputs and post-call inputs (CUDA IPC views of its memory, or a tensors-only
+file read with ``weights_only``), checks the inputs against its own pristine copy, runs the
+reference and compares, here, where no submission code has run.
 """
 
 import math
@@ -13,6 +14,17 @@ import torch
 from . import harness, taskfile, transfer
 from .protocol import error
 from .timing import Timer
+
+
+# Elements per comparison step: bounds the temporaries of a comparison on multi-GB outputs.
+CHUNK = 1 << 26
+
+
+def _chunks(r, c):
+    """Matching flat pieces of two same-shape tensors (whole tensors when not contiguous)."""
+    if r.is_contiguous() and c.is_contiguous():
+        return zip(r.view(-1).split(CHUNK), c.view(-1).split(CHUNK))
+    return [(r, c)]
 
 
 def compare(ref, cand, atol, rtol):
@@ -30,26 +42,49 @@ def compare(ref, cand, atol, rtol):
         if c.dtype != r.dtype:
             return {"correct": False, "reason": f"output {i} has dtype {c.dtype}, expected {r.dtype}"}
         c = c.to(r.device)
-        if r.is_floating_point() or r.is_complex():
-            if torch.isnan(r).any():
+        exact = not (r.is_floating_point() or r.is_complex())
+        mismatch = False
+        for rp, cp in _chunks(r, c):
+            if exact:
+                mismatch |= not torch.equal(rp, cp)
+                continue
+            if torch.isnan(rp).any():
                 return {"correct": False, "reason": f"the reference output {i} holds NaN: task not checkable at these inputs"}
-            if torch.isnan(c).any():
+            if torch.isnan(cp).any():
                 return {"correct": False, "reason": f"output {i} holds NaN"}
-            diff = (c.double() - r.double()).abs()
+            diff = (cp.double() - rp.double()).abs()
             if diff.numel():
                 worst_abs = max(worst_abs, diff.max().item())
-                worst_rel = max(worst_rel, (diff / r.double().abs().clamp_min(1e-30)).max().item())
-            if not torch.allclose(c, r, atol=atol, rtol=rtol):
-                return {
-                    "correct": False,
-                    "reason": f"output {i} differs: max abs diff {worst_abs:.3g} (atol {atol}, rtol {rtol})",
-                    "max_abs_diff": worst_abs,
-                    "max_rel_diff": worst_rel,
-                }
-        elif not torch.equal(c, r):
+                worst_rel = max(worst_rel, (diff / rp.double().abs().clamp_min(1e-30)).max().item())
+            mismatch |= not torch.allclose(cp, rp, atol=atol, rtol=rtol)
+            del diff
+        if mismatch and exact:
             return {"correct": False, "reason": f"output {i} differs (exact comparison, dtype {r.dtype})"}
+        if mismatch:
+            return {
+                "correct": False,
+                "reason": f"output {i} differs: max abs diff {worst_abs:.3g} (atol {atol}, rtol {rtol})",
+                "max_abs_diff": worst_abs,
+                "max_rel_diff": worst_rel,
+            }
     finite = lambda x: x if math.isfinite(x) else None  # noqa: E731 - JSON has no inf
     return {"correct": True, "reason": "", "max_abs_diff": finite(worst_abs), "max_rel_diff": finite(worst_rel)}
+
+
+def modified_inputs(pristine, returned):
+    """Indices of tensor inputs that the candidate's call changed (exact, bit for bit)."""
+    tensors = [x for x in pristine if isinstance(x, torch.Tensor)]
+    if len(returned) != len(tensors):
+        return list(range(len(tensors)))
+    changed = []
+    for i, (a, b) in enumerate(zip(tensors, returned)):
+        if type(b) is not torch.Tensor or a.shape != b.shape or a.dtype != b.dtype:
+            changed.append(i)
+            continue
+        b = b.to(a.device)
+        if not all(torch.equal(x, y) for x, y in _chunks(a, b)):
+            changed.append(i)
+    return changed
 
 
 class TransferError(RuntimeError):
@@ -66,24 +101,36 @@ class Reference:
         self.model = harness.build(self.task.Model, harness.init_inputs(self.task), self.device, self.precision)
         self.timer = None
 
-    def check(self, req):
-        inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision)
-        ref = harness.forward(self.model, inputs, req["forward_seed"])
-        del inputs
+    def receive(self, req):
+        """The candidate's outputs and post-call inputs: IPC views of its memory, or a file."""
         if req.get("ipc") is not None:
             try:
-                cand = transfer.import_cuda(req["ipc"])
+                return transfer.import_cuda(req["ipc"]["outputs"]), transfer.import_cuda(req["ipc"]["inputs"])
             except Exception as exc:  # noqa: BLE001 - kbench retries the trial through a file
                 raise TransferError(f"CUDA IPC import failed: {type(exc).__name__}: {exc}") from exc
-        else:
-            try:
-                cand = torch.load(req["candidate_out"], map_location="cpu", weights_only=True)
-            except Exception as exc:  # noqa: BLE001 - the candidate wrote this file
-                raise harness.OutputTypeError(f"the candidate's outputs could not be read: {exc}") from exc
-        return compare(ref, cand, self.atol, self.rtol)
+        try:
+            sent = torch.load(req["candidate_out"], map_location="cpu", weights_only=True)
+            return sent["outputs"], sent["inputs"]
+        except Exception as exc:  # noqa: BLE001 - the candidate wrote this file
+            raise harness.OutputTypeError(f"the candidate's outputs could not be read: {exc}") from exc
+
+    def check(self, req):
+        harness.release_memory(self.device)
+        inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision)
+        cand, cand_inputs = self.receive(req)
+        # Inputs first, while the reference's own are pristine (its forward may work in place).
+        changed = modified_inputs(inputs, cand_inputs)
+        del cand_inputs
+        ref = harness.forward(self.model, inputs, req["forward_seed"])
+        del inputs
+        result = compare(ref, cand, self.atol, self.rtol)
+        if result["correct"] and changed:
+            result.update(correct=False, reason=f"forward modified its input(s) {changed}")
+        return result
 
     def time(self, req):
         if self.timer is None:
+            harness.release_memory(self.device)
             self.timer = Timer(self.device)
             self.inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision)
             for _ in range(req.get("warmup", 3)):

@@ -63,14 +63,12 @@ def export_cuda(out):
 
 
 def import_cuda(description):
-    """Private copies of the shared outputs; the candidate's memory is released at once."""
+    """Views of the shared tensors, valid while the candidate holds them (no copy is made)."""
     tensors = []
     for args in description["tensors"]:
         decoded = [_decode(a) for a in args]
         if decoded[0] is not torch.Tensor:
-            raise ValueError("a shared output must be a plain tensor")
-        shared = reductions.rebuild_cuda_tensor(*decoded)
-        tensors.append(shared.clone())
-        del shared
+            raise ValueError("a shared tensor must be a plain tensor")
+        tensors.append(reductions.rebuild_cuda_tensor(*decoded))
     torch.cuda.synchronize()
     return tuple(tensors) if description["tuple"] else tensors[0]
