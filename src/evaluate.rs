@@ -56,7 +56,7 @@ struct Pair {
 
 /// Samples per block; a round is A C C A (or C A A C) in blocks, so drift cancels within a round.
 const BLOCK: u32 = 10;
-const BOOTSTRAP_RESAMPLES: usize = 2000;
+const BOOTSTRAP_RESAMPLES: usize = stats::DEFAULT_RESAMPLES;
 const CI_LEVEL: f64 = 0.95;
 
 /// A seed for each trial derived from the run's seed (splitmix64), so trials differ but repeat.
@@ -505,7 +505,9 @@ impl Python<'_> {
         let cfg = self.config;
         let seed = derive_seed(cfg.seed, 0);
         let mut arms = [(Vec::new(), Vec::new()), (Vec::new(), Vec::new())];
-        let rounds = cfg.samples.div_ceil(2 * BLOCK).max(1);
+        // At least two rounds: rounds are the bootstrap's unit.
+        let block = (cfg.samples / 4).clamp(1, BLOCK);
+        let rounds = cfg.samples.div_ceil(2 * block).max(2);
         for round in 0..rounds {
             let order: [usize; 4] = if round % 2 == 0 {
                 [0, 1, 1, 0]
@@ -513,7 +515,7 @@ impl Python<'_> {
                 [1, 0, 0, 1]
             };
             for arm in order {
-                let request = json!({"cmd": "time", "n": BLOCK, "seed": seed});
+                let request = json!({"cmd": "time", "n": block, "seed": seed});
                 let reply = if arm == 0 {
                     ask(reference, request, cfg.timeouts.call).map_err(|(_, why)| {
                         (
@@ -545,25 +547,69 @@ impl Python<'_> {
         };
         let [a, c] = arms;
         let (reference, candidate) = (arm(a), arm(c));
-        let s = stats::speedup(
-            &reference.samples_ms,
-            &candidate.samples_ms,
-            BOOTSTRAP_RESAMPLES,
-            CI_LEVEL,
-            seed,
-        );
-        Ok(Timing {
-            method: match cfg.device {
-                Device::Cuda => "cuda_events_flush_blocker".into(),
-                Device::Cpu => "cpu_perf_counter".into(),
-            },
-            reference,
-            candidate,
-            speedup: s.ratio,
-            speedup_ci_low: s.ci_low,
-            speedup_ci_high: s.ci_high,
-            ci_level: CI_LEVEL,
-        })
+        Ok(summarize_timing(method(cfg.device), reference, candidate, seed))
+    }
+}
+
+fn method(device: Device) -> String {
+    match device {
+        Device::Cuda => "cuda_events_flush_blocker".into(),
+        Device::Cpu => "cpu_perf_counter".into(),
+    }
+}
+
+/// The statistics of one comparison: paired bootstrap over rounds for the speedup and its
+/// interval, Hodges-Lehmann and Mann-Whitney as cross-checks, the decision label. Samples the
+/// checked types reject (e.g. a 0 ms event time) fall back to an unpaired bootstrap with no
+/// cross-checks and an INCONCLUSIVE label.
+fn summarize_timing(method: String, reference: Arm, candidate: Arm, seed: u64) -> Timing {
+    // No contention detection yet: the dedicated-GPU band.
+    let delta = stats::DELTA_DEDICATED;
+    let paired = stats::Rounds::from_tagged(
+        &reference.samples_ms,
+        &reference.rounds,
+        &candidate.samples_ms,
+        &candidate.rounds,
+    )
+    .map(|rounds| stats::paired_speedup(&rounds, BOOTSTRAP_RESAMPLES, CI_LEVEL, seed).speedup);
+    let arms = stats::Samples::new(reference.samples_ms.clone())
+        .and_then(|r| Ok((r, stats::Samples::new(candidate.samples_ms.clone())?)));
+    let (s, label) = match &paired {
+        Ok(s) => (*s, s.decision(delta)),
+        Err(_) => {
+            let s = stats::speedup(&reference.samples_ms, &candidate.samples_ms, BOOTSTRAP_RESAMPLES, CI_LEVEL, seed);
+            (s, stats::Decision::Inconclusive)
+        }
+    };
+    let mut warnings = Vec::new();
+    let (hodges_lehmann, p_faster) = match &arms {
+        Ok((r, c)) => {
+            for (name, arm) in [("reference", r), ("candidate", c)] {
+                let text = |w| serde_json::to_value(w).ok().and_then(|v| v.as_str().map(String::from));
+                warnings.extend(stats::sample_warnings(arm).into_iter().filter_map(text).map(|w| format!("{name}: {w}")));
+            }
+            (Some(stats::hodges_lehmann(r, c, CI_LEVEL)), Some(stats::mann_whitney(r, c).p_faster))
+        }
+        Err(e) => {
+            warnings.push(format!("samples not usable for rank statistics: {e}"));
+            (None, None)
+        }
+    };
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    Timing {
+        method,
+        mean_ratio: mean(&reference.samples_ms) / mean(&candidate.samples_ms),
+        reference,
+        candidate,
+        speedup: s.ratio,
+        speedup_ci_low: s.ci_low,
+        speedup_ci_high: s.ci_high,
+        ci_level: CI_LEVEL,
+        label,
+        delta,
+        hodges_lehmann,
+        p_faster,
+        warnings,
     }
 }
 
@@ -601,6 +647,35 @@ mod tests {
             seeds.iter().all(|s| *s < 1 << 53),
             "seeds must survive JSON as exact numbers"
         );
+    }
+
+    fn arm(samples_ms: Vec<f64>) -> Arm {
+        let rounds = (0..samples_ms.len() as u32).map(|i| i / 4).collect();
+        Arm { median_ms: stats::median(&samples_ms), samples_ms, rounds }
+    }
+
+    #[test]
+    fn a_twice_as_fast_candidate_is_labeled_faster() {
+        let reference: Vec<f64> = (0..40).map(|i| 2.0 + f64::from(i % 5) * 0.002).collect();
+        let candidate: Vec<f64> = (0..40).map(|i| 1.0 + f64::from(i % 3) * 0.001).collect();
+        let t = summarize_timing("test".into(), arm(reference), arm(candidate), 1);
+        assert!((t.speedup - 2.004 / 1.001).abs() < 1e-9, "{t:?}");
+        assert_eq!(t.label, stats::Decision::Faster);
+        let hl = t.hodges_lehmann.unwrap();
+        assert!((hl.ratio - 2.0).abs() < 0.02, "{hl:?}");
+        assert!(t.p_faster.unwrap() < 1e-6);
+        // The same samples on both arms are SAME, never FASTER or SLOWER.
+        let same: Vec<f64> = (0..40).map(|i| 1.0 + f64::from(i % 7) * 0.0005).collect();
+        let t = summarize_timing("test".into(), arm(same.clone()), arm(same), 1);
+        assert_eq!(t.label, stats::Decision::Same, "{t:?}");
+    }
+
+    #[test]
+    fn unusable_samples_give_an_inconclusive_label() {
+        let t = summarize_timing("test".into(), arm(vec![1.0; 8]), arm(vec![0.0; 8]), 1);
+        assert_eq!(t.label, stats::Decision::Inconclusive);
+        assert!(t.hodges_lehmann.is_none() && t.p_faster.is_none());
+        assert_eq!(t.warnings.len(), 1);
     }
 
     #[test]

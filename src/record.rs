@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::stats::{Decision, Speedup};
 use crate::task::TaskId;
 use crate::verdict::Verdict;
 
@@ -96,10 +97,22 @@ pub struct Timing {
     pub method: String,
     pub reference: Arm,
     pub candidate: Arm,
+    /// Ratio of medians, reference over candidate, with a bootstrap interval over whole rounds.
     pub speedup: f64,
     pub speedup_ci_low: f64,
     pub speedup_ci_high: f64,
     pub ci_level: f64,
+    /// FASTER / SLOWER / SAME / INCONCLUSIVE against the practical band `delta`.
+    pub label: Decision,
+    pub delta: f64,
+    /// Cross-checks: Hodges-Lehmann speedup on log times with its Mann-Whitney interval, and the
+    /// one-sided Mann-Whitney p-value that the candidate is faster.
+    pub hodges_lehmann: Option<Speedup>,
+    pub p_faster: Option<f64>,
+    /// Ratio of means, for comparison with upstream KernelBench's numbers.
+    pub mean_ratio: f64,
+    /// Hyperfine-style warnings per arm (warm-up too short, noisy environment).
+    pub warnings: Vec<String>,
 }
 
 /// Where an evaluation's wall time went, outside the build (which `Build::seconds` holds).

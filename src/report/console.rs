@@ -89,6 +89,7 @@ pub fn summary_table(record: &RunRecord) -> String {
             s.correct.to_string(),
             format!("{:.2}", s.fast_0),
             format!("{:.2}", s.fast_1),
+            format!("{:.2}", s.fast_1_significant),
             s.geomean_speedup.map_or("-".into(), |g| format!("{g:.3}")),
         ]);
     }

@@ -21,6 +21,8 @@ struct Row<'a> {
     speedup: Option<f64>,
     speedup_ci_low: Option<f64>,
     speedup_ci_high: Option<f64>,
+    label: Option<&'static str>,
+    mean_ratio: Option<f64>,
     max_abs_diff: Option<f64>,
     trials_passed: usize,
     build_cache_hit: Option<bool>,
@@ -69,6 +71,8 @@ pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
             speedup: timing.map(|t| t.speedup),
             speedup_ci_low: timing.map(|t| t.speedup_ci_low),
             speedup_ci_high: timing.map(|t| t.speedup_ci_high),
+            label: timing.map(|t| t.label.as_str()),
+            mean_ratio: timing.map(|t| t.mean_ratio),
             max_abs_diff: e
                 .trials
                 .iter()

@@ -13,6 +13,8 @@ pub struct Summary {
     pub correct: usize,
     pub fast_0: f64,
     pub fast_1: f64,
+    /// fast_1 counting only kernels whose speedup interval lies above 1.
+    pub fast_1_significant: f64,
     pub geomean_speedup: Option<f64>,
 }
 
@@ -21,11 +23,8 @@ fn summarize(level: Option<u32>, evals: &[&Evaluation]) -> Summary {
         .iter()
         .filter(|e| e.verdict != crate::verdict::Verdict::Skipped)
         .collect();
-    let speedups: Vec<f64> = evaluated
-        .iter()
-        .filter(|e| e.verdict.is_correct())
-        .filter_map(|e| e.timing.as_ref().map(|t| t.speedup))
-        .collect();
+    let timings: Vec<_> = evaluated.iter().filter(|e| e.verdict.is_correct()).filter_map(|e| e.timing.as_ref()).collect();
+    let speedups: Vec<f64> = timings.iter().map(|t| t.speedup).collect();
     let n = evaluated.len().max(1) as f64;
     let fast = |p: f64| speedups.iter().filter(|s| **s > p).count() as f64 / n;
     Summary {
@@ -34,6 +33,7 @@ fn summarize(level: Option<u32>, evals: &[&Evaluation]) -> Summary {
         correct: evaluated.iter().filter(|e| e.verdict.is_correct()).count(),
         fast_0: fast(0.0),
         fast_1: fast(1.0),
+        fast_1_significant: timings.iter().filter(|t| t.speedup_ci_low > 1.0).count() as f64 / n,
         geomean_speedup: stats::geometric_mean(&speedups),
     }
 }
