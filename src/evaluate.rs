@@ -98,6 +98,7 @@ fn early(task: &Task, submission: &Submission, verdict: Verdict, reason: String)
         verdict,
         reason,
         build: None,
+        findings: Vec::new(),
         trials: Vec::new(),
         timing: None,
         logs: Vec::new(),
@@ -111,6 +112,7 @@ fn candidate_verdict(error: &WorkerError) -> Verdict {
     match error.kind.as_str() {
         "syntax" | "build" => Verdict::CompileError,
         "output" => Verdict::Incorrect,
+        "cheat" => Verdict::Cheat,
         _ => Verdict::RuntimeError,
     }
 }
@@ -547,7 +549,12 @@ impl Python<'_> {
         };
         let [a, c] = arms;
         let (reference, candidate) = (arm(a), arm(c));
-        Ok(summarize_timing(method(cfg.device), reference, candidate, seed))
+        Ok(summarize_timing(
+            method(cfg.device),
+            reference,
+            candidate,
+            seed,
+        ))
     }
 }
 
@@ -577,7 +584,13 @@ fn summarize_timing(method: String, reference: Arm, candidate: Arm, seed: u64) -
     let (s, label) = match &paired {
         Ok(s) => (*s, s.decision(delta)),
         Err(_) => {
-            let s = stats::speedup(&reference.samples_ms, &candidate.samples_ms, BOOTSTRAP_RESAMPLES, CI_LEVEL, seed);
+            let s = stats::speedup(
+                &reference.samples_ms,
+                &candidate.samples_ms,
+                BOOTSTRAP_RESAMPLES,
+                CI_LEVEL,
+                seed,
+            );
             (s, stats::Decision::Inconclusive)
         }
     };
@@ -585,10 +598,22 @@ fn summarize_timing(method: String, reference: Arm, candidate: Arm, seed: u64) -
     let (hodges_lehmann, p_faster) = match &arms {
         Ok((r, c)) => {
             for (name, arm) in [("reference", r), ("candidate", c)] {
-                let text = |w| serde_json::to_value(w).ok().and_then(|v| v.as_str().map(String::from));
-                warnings.extend(stats::sample_warnings(arm).into_iter().filter_map(text).map(|w| format!("{name}: {w}")));
+                let text = |w| {
+                    serde_json::to_value(w)
+                        .ok()
+                        .and_then(|v| v.as_str().map(String::from))
+                };
+                warnings.extend(
+                    stats::sample_warnings(arm)
+                        .into_iter()
+                        .filter_map(text)
+                        .map(|w| format!("{name}: {w}")),
+                );
             }
-            (Some(stats::hodges_lehmann(r, c, CI_LEVEL)), Some(stats::mann_whitney(r, c).p_faster))
+            (
+                Some(stats::hodges_lehmann(r, c, CI_LEVEL)),
+                Some(stats::mann_whitney(r, c).p_faster),
+            )
         }
         Err(e) => {
             warnings.push(format!("samples not usable for rank statistics: {e}"));
@@ -651,7 +676,11 @@ mod tests {
 
     fn arm(samples_ms: Vec<f64>) -> Arm {
         let rounds = (0..samples_ms.len() as u32).map(|i| i / 4).collect();
-        Arm { median_ms: stats::median(&samples_ms), samples_ms, rounds }
+        Arm {
+            median_ms: stats::median(&samples_ms),
+            samples_ms,
+            rounds,
+        }
     }
 
     #[test]
@@ -689,6 +718,7 @@ mod tests {
         assert_eq!(candidate_verdict(&e("syntax")), Verdict::CompileError);
         assert_eq!(candidate_verdict(&e("build")), Verdict::CompileError);
         assert_eq!(candidate_verdict(&e("output")), Verdict::Incorrect);
+        assert_eq!(candidate_verdict(&e("cheat")), Verdict::Cheat);
         assert_eq!(candidate_verdict(&e("cuda")), Verdict::RuntimeError);
         assert_eq!(
             failure_verdict(&Failure::Timeout(Duration::from_secs(1))),

@@ -180,6 +180,26 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
     );
     report::write_files(&record, out)?;
 
+    // Static checks of every file first: cheap (no torch), and evidence in each evaluation.
+    let paths: Vec<PathBuf> = work.iter().map(|(_, s)| s.path.clone()).collect();
+    let mut findings: std::collections::HashMap<PathBuf, Vec<check::Finding>> =
+        check::scan(&config.python, &worker_path, &cache.join("check"), &paths)?
+            .into_iter()
+            .zip(&paths)
+            .map(|(r, path)| {
+                (
+                    path.clone(),
+                    r.findings
+                        .into_iter()
+                        .filter(|f| f.severity >= check::Severity::Warning)
+                        .collect(),
+                )
+            })
+            .collect();
+    let file_paths: std::collections::HashMap<String, PathBuf> = work
+        .iter()
+        .map(|(_, s)| (s.file.clone(), s.path.clone()))
+        .collect();
     let build_key = format!(
         "torch {} arch {}",
         probe.torch().unwrap_or_default(),
@@ -199,7 +219,10 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
                 built += 1;
                 progress.built(built);
             }
-            Event::Evaluated(e) => {
+            Event::Evaluated(mut e) => {
+                if let Some(path) = file_paths.get(&e.file) {
+                    e.findings = findings.remove(path).unwrap_or_default();
+                }
                 progress.evaluated(&e);
                 record.evaluations.push(*e);
                 record

@@ -138,6 +138,9 @@ pub struct Evaluation {
     /// Why the verdict, in one line (empty for a clean pass).
     pub reason: String,
     pub build: Option<Build>,
+    /// Static checks of the source at warning level and above: evidence, not a verdict.
+    #[serde(default)]
+    pub findings: Vec<crate::check::Finding>,
     pub trials: Vec<Trial>,
     pub timing: Option<Timing>,
     /// Worker logs kept for this evaluation, relative to the output folder.

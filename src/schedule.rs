@@ -180,6 +180,7 @@ mod tests {
                 verdict,
                 reason: String::new(),
                 build: Some(build.clone()),
+                findings: Vec::new(),
                 trials: Vec::new(),
                 timing: None,
                 logs: Vec::new(),

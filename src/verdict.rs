@@ -19,6 +19,8 @@ pub enum Verdict {
     Timeout,
     /// The worker died without answering (segfault, abort, `os._exit`).
     Crashed,
+    /// Caught cheating; the reason names the check and its evidence.
+    Cheat,
     /// Not evaluated, with a reason (e.g. the reference does not fit in memory).
     Skipped,
 }
@@ -33,6 +35,7 @@ impl Verdict {
             Verdict::RuntimeError => "runtime_error",
             Verdict::Timeout => "timeout",
             Verdict::Crashed => "crashed",
+            Verdict::Cheat => "cheat",
             Verdict::Skipped => "skipped",
         }
     }
@@ -68,6 +71,7 @@ mod tests {
             Verdict::RuntimeError,
             Verdict::Timeout,
             Verdict::Crashed,
+            Verdict::Cheat,
             Verdict::Skipped,
         ] {
             assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());

@@ -72,6 +72,7 @@ pub(crate) mod tests {
                 cache_hit: false,
                 kernels: vec!["cpp_extension.load_inline:relu".into()],
             }),
+            findings: vec![],
             trials: vec![Trial {
                 index: 0,
                 correct: verdict.is_correct(),

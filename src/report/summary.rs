@@ -23,7 +23,11 @@ fn summarize(level: Option<u32>, evals: &[&Evaluation]) -> Summary {
         .iter()
         .filter(|e| e.verdict != crate::verdict::Verdict::Skipped)
         .collect();
-    let timings: Vec<_> = evaluated.iter().filter(|e| e.verdict.is_correct()).filter_map(|e| e.timing.as_ref()).collect();
+    let timings: Vec<_> = evaluated
+        .iter()
+        .filter(|e| e.verdict.is_correct())
+        .filter_map(|e| e.timing.as_ref())
+        .collect();
     let speedups: Vec<f64> = timings.iter().map(|t| t.speedup).collect();
     let n = evaluated.len().max(1) as f64;
     let fast = |p: f64| speedups.iter().filter(|s| **s > p).count() as f64 / n;

@@ -10,7 +10,7 @@ import traceback
 
 import torch
 
-from . import harness, kernels, taskfile, transfer
+from . import harness, integrity, kernels, taskfile, transfer
 from .compile import build_message, is_build_failure
 from .protocol import error
 from .timing import Timer
@@ -27,6 +27,7 @@ class Candidate:
         self.task = taskfile.load(req["task"], overrides)
         kernels.watch_extensions()
         kernels.build_report("before import")
+        self.snapshot = integrity.Snapshot()
         self.module = taskfile.load(req["submission"], overrides, strict=False)
         kernels.build_report("after import")
         self.kernels = kernels.found(self.module)
@@ -71,6 +72,16 @@ class Candidate:
         return {"samples_ms": samples}
 
 
+class TamperError(RuntimeError):
+    """The submission rebound a function the worker relies on (integrity.monkeypatch_snapshot)."""
+
+
+def verify(candidate):
+    changed = candidate.snapshot.changed() if candidate is not None else []
+    if changed:
+        raise TamperError(f"integrity.monkeypatch_snapshot: the submission rebound {', '.join(changed[:8])}")
+
+
 def load_error(exc):
     if isinstance(exc, SyntaxError):
         return error("syntax", f"syntax error: {exc.msg} (line {exc.lineno})", exc)
@@ -89,18 +100,26 @@ def run(channel):
             if cmd == "load":
                 candidate = Candidate(req)
                 harness.release_memory(candidate.device)
+                verify(candidate)
                 channel.reply({"ok": True, "kernels": candidate.kernels, "startup_s": channel.startup_s})
             elif cmd == "trial":
-                channel.reply({"ok": True, **candidate.trial(req)})
+                reply = candidate.trial(req)
+                verify(candidate)
+                channel.reply({"ok": True, **reply})
             elif cmd == "time":
-                channel.reply({"ok": True, **candidate.time(req)})
+                reply = candidate.time(req)
+                verify(candidate)
+                channel.reply({"ok": True, **reply})
             elif cmd == "exit":
                 return
             else:
                 channel.reply({"ok": False, "error": error("protocol", f"unknown command {cmd}")})
         except BaseException as exc:  # noqa: BLE001 - any failure of submission code is a result
             traceback.print_exc()
-            record = load_error(exc) if cmd == "load" else harness.classify(exc, "forward")
+            if isinstance(exc, TamperError):
+                record = error("cheat", str(exc))
+            else:
+                record = load_error(exc) if cmd == "load" else harness.classify(exc, "forward")
             channel.reply({"ok": False, "error": record})
             if record["fatal"]:
                 return
