@@ -13,7 +13,7 @@ import torch
 from . import harness, integrity, kernels, taskfile, transfer
 from .compile import build_message, is_build_failure
 from .protocol import error
-from .timing import Timer
+from .timing import TimedModel
 
 
 class Candidate:
@@ -36,7 +36,7 @@ class Candidate:
             raise LookupError("the submission defines no ModelNew")
         self.init = harness.init_inputs(self.task)
         self.model = harness.build(cls, self.init, self.device, self.precision)
-        self.timer = None
+        self.timed = None
         self.shared = None
 
     def trial(self, req):
@@ -59,17 +59,10 @@ class Candidate:
         return reply
 
     def time(self, req):
-        if self.timer is None:
+        if self.timed is None:
             self.shared = None
-            harness.release_memory(self.device)
-            self.timer = Timer(self.device)
-            self.inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision)
-            for _ in range(req.get("warmup", 3)):
-                harness.forward(self.model, self.inputs, 0)
-            harness.synchronize(self.device)
-        with torch.no_grad():
-            samples = self.timer.samples(lambda: self.model(*self.inputs), req["n"])
-        return {"samples_ms": samples}
+            self.timed = TimedModel(self.model, self.task, req["seed"], self.device, self.precision)
+        return {"samples_ms": self.timed.samples(req["n"])}
 
 
 class TamperError(RuntimeError):

@@ -13,7 +13,7 @@ import torch
 
 from . import harness, taskfile, transfer
 from .protocol import error
-from .timing import Timer
+from .timing import TimedModel
 
 
 # Elements per comparison step: bounds the temporaries of a comparison on multi-GB outputs.
@@ -99,7 +99,7 @@ class Reference:
         self.rtol = req["rtol"]
         self.task = taskfile.load(req["task"], taskfile.overrides(req["task"], req.get("scale"), req.get("set")))
         self.model = harness.build(self.task.Model, harness.init_inputs(self.task), self.device, self.precision)
-        self.timer = None
+        self.timed = None
 
     def receive(self, req):
         """The candidate's outputs and post-call inputs: IPC views of its memory, or a file."""
@@ -129,16 +129,9 @@ class Reference:
         return result
 
     def time(self, req):
-        if self.timer is None:
-            harness.release_memory(self.device)
-            self.timer = Timer(self.device)
-            self.inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision)
-            for _ in range(req.get("warmup", 3)):
-                harness.forward(self.model, self.inputs, 0)
-            harness.synchronize(self.device)
-        with torch.no_grad():
-            samples = self.timer.samples(lambda: self.model(*self.inputs), req["n"])
-        return {"samples_ms": samples}
+        if self.timed is None:
+            self.timed = TimedModel(self.model, self.task, req["seed"], self.device, self.precision)
+        return {"samples_ms": self.timed.samples(req["n"])}
 
 
 def run(channel):

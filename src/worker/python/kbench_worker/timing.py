@@ -12,6 +12,8 @@ import time
 
 import torch
 
+from . import harness
+
 # ~100 µs at H100 clocks: longer than PyTorch's host submission of most forwards.
 BLOCKER_CYCLES = 200_000
 
@@ -42,3 +44,22 @@ class Timer:
 
     def samples(self, call, n):
         return [self.sample(call) for _ in range(n)]
+
+
+class TimedModel:
+    """One worker's timed arm: the model, one input set made from the timing seed, the timer.
+    Set up on the first timing request, after the correctness trials, with memory released so
+    the other worker on the GPU has room."""
+
+    def __init__(self, model, task, seed, device, precision, warmup=3):
+        harness.release_memory(device)
+        self.model = model
+        self.timer = Timer(device)
+        self.inputs = harness.make_inputs(task, seed, device, precision)
+        for _ in range(warmup):
+            harness.forward(model, self.inputs, 0)
+        harness.synchronize(device)
+
+    def samples(self, n):
+        with torch.no_grad():
+            return self.timer.samples(lambda: self.model(*self.inputs), n)
