@@ -84,6 +84,16 @@ pub fn scan(
     }
 }
 
+impl FileFindings {
+    /// The findings at `min` severity or above.
+    pub fn at_least(self, min: &Severity) -> Vec<Finding> {
+        self.findings
+            .into_iter()
+            .filter(|f| &f.severity >= min)
+            .collect()
+    }
+}
+
 /// `file:line: severity rule: why`, one line per finding, as compilers print them.
 pub fn render(results: &[FileFindings], min: &Severity) -> String {
     let mut out = String::new();

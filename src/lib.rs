@@ -182,23 +182,11 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
 
     // Static checks of every file first: cheap (no torch), and evidence in each evaluation.
     let paths: Vec<PathBuf> = work.iter().map(|(_, s)| s.path.clone()).collect();
-    let mut findings: std::collections::HashMap<PathBuf, Vec<check::Finding>> =
-        check::scan(&config.python, &worker_path, &cache.join("check"), &paths)?
-            .into_iter()
-            .zip(&paths)
-            .map(|(r, path)| {
-                (
-                    path.clone(),
-                    r.findings
-                        .into_iter()
-                        .filter(|f| f.severity >= check::Severity::Warning)
-                        .collect(),
-                )
-            })
-            .collect();
-    let file_paths: std::collections::HashMap<String, PathBuf> = work
+    let scanned = check::scan(&config.python, &worker_path, &cache.join("check"), &paths)?;
+    let mut findings: std::collections::HashMap<String, Vec<check::Finding>> = work
         .iter()
-        .map(|(_, s)| (s.file.clone(), s.path.clone()))
+        .zip(scanned)
+        .map(|((_, s), r)| (s.file.clone(), r.at_least(&check::Severity::Warning)))
         .collect();
     let build_key = format!(
         "torch {} arch {}",
@@ -220,9 +208,7 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
                 progress.built(built);
             }
             Event::Evaluated(mut e) => {
-                if let Some(path) = file_paths.get(&e.file) {
-                    e.findings = findings.remove(path).unwrap_or_default();
-                }
+                e.findings = findings.remove(&e.file).unwrap_or_default();
                 progress.evaluated(&e);
                 record.evaluations.push(*e);
                 record
