@@ -36,8 +36,8 @@ impl Progress {
             .as_ref()
             .map(|t| {
                 format!(
-                    "  {:.3}x [{:.3}, {:.3}]",
-                    t.speedup, t.speedup_ci_low, t.speedup_ci_high
+                    "  {:.3}x [{:.3}, {:.3}] {}",
+                    t.speedup, t.speedup_ci_low, t.speedup_ci_high, t.label
                 )
             })
             .unwrap_or_default();
@@ -80,6 +80,7 @@ pub fn summary_table(record: &RunRecord) -> String {
         "correct",
         "fast_0",
         "fast_1",
+        "fast_1 (CI > 1)",
         "geomean speedup",
     ]);
     for s in by_level(record) {
