@@ -46,6 +46,9 @@ class Candidate:
         inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision)
         out = harness.forward(self.model, inputs, req["forward_seed"])
         harness.synchronize(self.device)
+        aliased = integrity.aliased_outputs(out, inputs, self.model)
+        if aliased:
+            raise TamperError(f"outputs.alias: {'; '.join(aliased[:4])}")
         tensors = tuple(x for x in inputs if isinstance(x, torch.Tensor))
         reply = {"outputs": harness.describe(out)}
         if req.get("transport") == "ipc":
@@ -66,7 +69,7 @@ class Candidate:
 
 
 class TamperError(RuntimeError):
-    """The submission rebound a function the worker relies on (integrity.monkeypatch_snapshot)."""
+    """A runtime check caught the submission cheating; the message names the check."""
 
 
 def verify(candidate):

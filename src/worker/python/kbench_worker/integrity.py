@@ -1,5 +1,7 @@
-"""Check `integrity.monkeypatch_snapshot`: the functions the candidate worker relies on to time
-and to hand over results are the ones it started with.
+"""Checks in the candidate worker that need its memory and interpreter.
+
+`integrity.monkeypatch_snapshot`: the functions the candidate worker relies on to time and to
+hand over results are the ones it started with.
 
 A submission runs in the candidate worker's interpreter and could rebind
 `torch.cuda.Event.elapsed_time`, `time.perf_counter` or this package's own functions to forge
@@ -85,3 +87,34 @@ class Snapshot:
         """Names rebound since the snapshot (an empty list when nothing was touched)."""
         now = _current()
         return sorted(name for name, fp in self._before.items() if now.get(name) != fp)
+
+
+def _span(t):
+    storage = t.untyped_storage()
+    start = storage.data_ptr()
+    return (t.device, start, start + storage.nbytes())
+
+
+def aliased_outputs(out, inputs, model):
+    """`outputs.alias`: outputs whose memory overlaps an input's, a parameter's or a buffer's.
+
+    A kernel that returns (a view of) its input, fixed in place or not, passes on distributions
+    where the op is the identity (ReLU on [0, 1)); KernelBench outputs are always new tensors.
+    Checked before any attribute of an output is used beyond its type.
+    """
+    import torch
+
+    outputs = out if isinstance(out, (tuple, list)) else [out]
+    owned = [("input", i, x) for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
+    owned += [("parameter", name, p) for name, p in model.named_parameters()]
+    owned += [("buffer", name, b) for name, b in model.named_buffers()]
+    spans = [(kind, name, _span(t)) for kind, name, t in owned if t.untyped_storage().nbytes()]
+    found = []
+    for i, o in enumerate(outputs):
+        if type(o) is not torch.Tensor or not o.untyped_storage().nbytes():
+            continue
+        device, start, end = _span(o)
+        for kind, name, (d, s, e) in spans:
+            if d == device and start < e and s < end:
+                found.append(f"output {i} shares memory with {kind} {name}")
+    return found
