@@ -147,6 +147,14 @@ pub struct EvalArgs {
     /// Seconds allowed for one trial or one block of timing samples
     #[arg(long, value_name = "S", default_value_t = 120.0)]
     pub timeout_call: f64,
+    /// Refuse to run when other processes compute on a chosen GPU, and judge speedups against a
+    /// 1 % band (a shared GPU gets 3 %); needs NVML
+    #[arg(long)]
+    pub dedicated: bool,
+    /// Lock the SM clock for the run: `base` (the TDP clock) or a frequency in MHz; needs
+    /// --dedicated and root; restored on exit. Never on a GPU others use
+    #[arg(long, value_name = "base|MHZ", requires = "dedicated")]
+    pub lock_clocks: Option<String>,
     /// Fail the gate when a correct kernel's speedup is below X
     #[arg(long, value_name = "X")]
     pub min_speedup: Option<f64>,

@@ -62,8 +62,12 @@ pub struct Config {
     pub only: Vec<TaskId>,
     pub level: Option<u32>,
     pub single_task: Option<TaskId>,
-    /// TORCH_CUDA_ARCH_LIST for builds without a visible GPU, e.g. "9.0".
+    /// TORCH_CUDA_ARCH_LIST for the compile pool and the candidate, e.g. "9.0".
     pub cuda_arch_list: String,
+    /// The practical band of the decision labels: 1 % on a GPU known to be dedicated, else 3 %.
+    pub delta: f64,
+    /// `--lock-clocks`: None = leave the clocks alone; Some(None) = base clock; Some(Some(MHz)).
+    pub lock_clocks: Option<Option<u32>>,
 }
 
 /// `--python`, else $KBENCH_PYTHON, else `.venv/bin/python` in the current folder, else python3.
@@ -187,6 +191,20 @@ impl Config {
             load: seconds("--timeout-load", args.timeout_load)?,
             call: seconds("--timeout-call", args.timeout_call)?,
         };
+        let lock_clocks = match args.lock_clocks.as_deref() {
+            None => None,
+            Some(_) if device != Device::Cuda => {
+                return Err(Error::Usage(
+                    "--lock-clocks needs a GPU (--device cuda)".into(),
+                ))
+            }
+            Some("base") => Some(None),
+            Some(mhz) => Some(Some(mhz.parse().map_err(|_| {
+                Error::Usage(format!(
+                    "--lock-clocks {mhz}: expected base or a frequency in MHz"
+                ))
+            })?)),
+        };
         let mut sets = Map::new();
         for raw in &args.sets {
             let (k, v) = parse_set(raw)?;
@@ -233,6 +251,12 @@ impl Config {
             level: args.source.level,
             single_task: args.task,
             cuda_arch_list: probe.cuda_arch_list(),
+            delta: if args.dedicated {
+                crate::stats::DELTA_DEDICATED
+            } else {
+                crate::stats::DELTA_SHARED
+            },
+            lock_clocks,
         })
     }
 

@@ -13,7 +13,8 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::config::{Config, Device};
-use crate::record::{Arm, Build, BuildStatus, Evaluation, Phases, Timing, Trial};
+use crate::nvml::{Gpu, Nvml, RoundTag, Telemetry};
+use crate::record::{Arm, Build, BuildStatus, Evaluation, Phases, RoundTelemetry, Timing, Trial};
 use crate::stats;
 use crate::submission::Submission;
 use crate::task::Task;
@@ -45,6 +46,8 @@ pub struct Python<'a> {
     /// CUDA context take seconds), each used for one evaluation only.
     ready: Vec<Mutex<VecDeque<Pair>>>,
     started: AtomicUsize,
+    /// Per slot, NVML for its GPU (read-only), when it can be opened.
+    gpus: Vec<Option<Mutex<Nvml>>>,
 }
 
 /// Two fresh workers and the logs they write until an evaluation claims them.
@@ -58,6 +61,8 @@ struct Pair {
 const BLOCK: u32 = 10;
 const BOOTSTRAP_RESAMPLES: usize = stats::DEFAULT_RESAMPLES;
 const CI_LEVEL: f64 = 0.95;
+/// Pause after a round discarded for slowdown, to let the GPU recover.
+const SLOWDOWN_PAUSE: Duration = Duration::from_millis(50);
 
 /// A seed for each trial derived from the run's seed (splitmix64), so trials differ but repeat.
 fn derive_seed(seed: u64, stream: u64) -> u64 {
@@ -139,24 +144,32 @@ impl<'a> Python<'a> {
         let ready = (0..config.slots())
             .map(|_| Mutex::new(VecDeque::new()))
             .collect();
+        let gpus = config
+            .gpus
+            .iter()
+            .map(|g| Nvml::open(*g).ok().map(Mutex::new))
+            .collect();
         Python {
             config,
             worker_path,
             build_key,
             ready,
             started: AtomicUsize::new(0),
+            gpus,
         }
     }
 
     /// Start a reference and a candidate worker for `slot`, logging to provisional files.
     fn start_pair(&self, slot: usize) -> Result<Pair, String> {
-        let device_env = match self.config.device {
-            Device::Cuda => vec![(
-                "CUDA_VISIBLE_DEVICES".into(),
-                self.config.gpus[slot].to_string(),
-            )],
-            Device::Cpu => vec![("CUDA_VISIBLE_DEVICES".into(), String::new())],
+        let visible = match self.config.device {
+            Device::Cuda => self.config.gpus[slot].to_string(),
+            Device::Cpu => String::new(),
         };
+        // GPU indices are NVML's (PCI bus order), so telemetry reads the GPU the worker uses.
+        let device_env = vec![
+            ("CUDA_VISIBLE_DEVICES".into(), visible),
+            ("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into()),
+        ];
         let n = self.started.fetch_add(1, Ordering::SeqCst);
         let log = |role: &str| self.config.out.join(format!("logs/.worker-{n}.{role}.log"));
         let logs = [log("reference"), log("candidate")];
@@ -483,7 +496,7 @@ impl Python<'_> {
 
         eval.phases.correctness_s = started.elapsed().as_secs_f64();
         let started = Instant::now();
-        eval.timing = Some(self.time(&mut reference, &mut candidate)?);
+        eval.timing = Some(self.time(&mut reference, &mut candidate, slot)?);
         eval.phases.timing_s = started.elapsed().as_secs_f64();
         reference.finish();
         candidate.finish();
@@ -503,19 +516,26 @@ impl Python<'_> {
         &self,
         reference: &mut Worker,
         candidate: &mut Worker,
+        slot: usize,
     ) -> Result<Timing, (Verdict, String)> {
         let cfg = self.config;
         let seed = derive_seed(cfg.seed, 0);
         let mut arms = [(Vec::new(), Vec::new()), (Vec::new(), Vec::new())];
+        let mut telemetry = Vec::new();
         // At least two rounds: rounds are the bootstrap's unit.
         let block = (cfg.samples / 4).clamp(1, BLOCK);
         let rounds = cfg.samples.div_ceil(2 * block).max(2);
-        for round in 0..rounds {
+        // Rounds under hardware or thermal slowdown are discarded and taken again, up to a point.
+        let (mut kept, mut attempts) = (0, 0);
+        while kept < rounds && attempts < 3 * rounds {
+            let round = kept;
+            attempts += 1;
             let order: [usize; 4] = if round % 2 == 0 {
                 [0, 1, 1, 0]
             } else {
                 [1, 0, 0, 1]
             };
+            let mut taken: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
             for arm in order {
                 let request = json!({"cmd": "time", "n": block, "seed": seed});
                 let reply = if arm == 0 {
@@ -536,11 +556,34 @@ impl Python<'_> {
                         "timing reply holds a negative or non-finite time".into(),
                     ));
                 }
+                taken[arm].extend(samples);
+            }
+            let reading = self.read_gpu(slot);
+            let tag = reading.map(|(t, max)| t.tag(max));
+            if let Some((t, _)) = reading {
+                telemetry.push(RoundTelemetry {
+                    round,
+                    reading: t,
+                    tag: tag.unwrap_or(RoundTag::Clean),
+                });
+            }
+            if tag == Some(RoundTag::Slowdown) {
+                std::thread::sleep(SLOWDOWN_PAUSE);
+                continue;
+            }
+            for (arm, samples) in taken.into_iter().enumerate() {
                 arms[arm]
                     .1
                     .extend(std::iter::repeat_n(round, samples.len()));
                 arms[arm].0.extend(samples);
             }
+            kept += 1;
+        }
+        if kept < 2 {
+            return Err((
+                Verdict::Skipped,
+                "the GPU stayed in hardware or thermal slowdown: no clean rounds".into(),
+            ));
         }
         let arm = |(samples_ms, rounds): (Vec<f64>, Vec<u32>)| Arm {
             median_ms: stats::median(&samples_ms),
@@ -549,12 +592,18 @@ impl Python<'_> {
         };
         let [a, c] = arms;
         let (reference, candidate) = (arm(a), arm(c));
-        Ok(summarize_timing(
-            method(cfg.device),
-            reference,
-            candidate,
-            seed,
-        ))
+        let mut timing =
+            summarize_timing(method(cfg.device), reference, candidate, seed, cfg.delta);
+        timing.rounds_discarded = attempts - kept;
+        timing.telemetry = telemetry;
+        Ok(timing)
+    }
+
+    /// This slot's GPU telemetry and maximum SM clock, when NVML can be read.
+    fn read_gpu(&self, slot: usize) -> Option<(Telemetry, Option<u32>)> {
+        let mut gpu = self.gpus.get(slot)?.as_ref()?.lock().ok()?;
+        let max = gpu.max_sm_mhz().ok();
+        gpu.read().ok().map(|t| (t, max))
     }
 }
 
@@ -569,9 +618,13 @@ fn method(device: Device) -> String {
 /// interval, Hodges-Lehmann and Mann-Whitney as cross-checks, the decision label. Samples the
 /// checked types reject (e.g. a 0 ms event time) fall back to an unpaired bootstrap with no
 /// cross-checks and an INCONCLUSIVE label.
-fn summarize_timing(method: String, reference: Arm, candidate: Arm, seed: u64) -> Timing {
-    // No contention detection yet: the dedicated-GPU band.
-    let delta = stats::DELTA_DEDICATED;
+fn summarize_timing(
+    method: String,
+    reference: Arm,
+    candidate: Arm,
+    seed: u64,
+    delta: f64,
+) -> Timing {
     let paired = stats::Rounds::from_tagged(
         &reference.samples_ms,
         &reference.rounds,
@@ -635,6 +688,8 @@ fn summarize_timing(method: String, reference: Arm, candidate: Arm, seed: u64) -
         hodges_lehmann,
         p_faster,
         warnings,
+        rounds_discarded: 0,
+        telemetry: Vec::new(),
     }
 }
 
@@ -687,7 +742,13 @@ mod tests {
     fn a_twice_as_fast_candidate_is_labeled_faster() {
         let reference: Vec<f64> = (0..40).map(|i| 2.0 + f64::from(i % 5) * 0.002).collect();
         let candidate: Vec<f64> = (0..40).map(|i| 1.0 + f64::from(i % 3) * 0.001).collect();
-        let t = summarize_timing("test".into(), arm(reference), arm(candidate), 1);
+        let t = summarize_timing(
+            "test".into(),
+            arm(reference),
+            arm(candidate),
+            1,
+            stats::DELTA_DEDICATED,
+        );
         assert!((t.speedup - 2.004 / 1.001).abs() < 1e-9, "{t:?}");
         assert_eq!(t.label, stats::Decision::Faster);
         let hl = t.hodges_lehmann.unwrap();
@@ -695,13 +756,25 @@ mod tests {
         assert!(t.p_faster.unwrap() < 1e-6);
         // The same samples on both arms are SAME, never FASTER or SLOWER.
         let same: Vec<f64> = (0..40).map(|i| 1.0 + f64::from(i % 7) * 0.0005).collect();
-        let t = summarize_timing("test".into(), arm(same.clone()), arm(same), 1);
+        let t = summarize_timing(
+            "test".into(),
+            arm(same.clone()),
+            arm(same),
+            1,
+            stats::DELTA_DEDICATED,
+        );
         assert_eq!(t.label, stats::Decision::Same, "{t:?}");
     }
 
     #[test]
     fn unusable_samples_give_an_inconclusive_label() {
-        let t = summarize_timing("test".into(), arm(vec![1.0; 8]), arm(vec![0.0; 8]), 1);
+        let t = summarize_timing(
+            "test".into(),
+            arm(vec![1.0; 8]),
+            arm(vec![0.0; 8]),
+            1,
+            stats::DELTA_DEDICATED,
+        );
         assert_eq!(t.label, stats::Decision::Inconclusive);
         assert!(t.hodges_lehmann.is_none() && t.p_faster.is_none());
         assert_eq!(t.warnings.len(), 1);

@@ -16,6 +16,7 @@ pub mod doctor;
 pub mod error;
 pub mod evaluate;
 pub mod gate;
+pub mod nvml;
 pub mod probe;
 pub mod record;
 pub mod report;
@@ -151,6 +152,11 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
     let config = Config::resolve(args, root, python, &probe)?;
     let out = &config.out;
 
+    if config.device == config::Device::Cuda {
+        check_dedicated(&config, args.dedicated)?;
+    }
+    // Held for the whole run: dropping them (or a termination signal) restores the clocks.
+    let _clock_locks = lock_clocks(&config)?;
     let mut record = start_record(&config, &probe, found.unmatched)?;
     std::fs::create_dir_all(out.join("logs")).map_err(|e| Error::write(out, e))?;
     let done: std::collections::HashSet<(String, String)> = record
@@ -231,6 +237,38 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
     } else {
         EXIT_GATE_FAILED
     }))
+}
+
+/// With --dedicated, refuse GPUs on which other processes compute (NVML must be readable).
+fn check_dedicated(config: &Config, dedicated: bool) -> Result<()> {
+    if !dedicated {
+        return Ok(());
+    }
+    for gpu in &config.gpus {
+        let busy = nvml::Nvml::open(*gpu)
+            .and_then(|n| n.compute_processes())
+            .map_err(|e| Error::Usage(format!("check that GPU {gpu} is dedicated: {e}")))?;
+        if busy > 0 {
+            return Err(Error::Usage(format!(
+                "run on GPU {gpu} with --dedicated: {busy} other process(es) compute on it"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Lock the clocks of every chosen GPU when asked (--lock-clocks), with guards that restore them.
+fn lock_clocks(config: &Config) -> Result<Vec<nvml::ClockLock<nvml::Nvml>>> {
+    let Some(mhz) = config.lock_clocks else {
+        return Ok(Vec::new());
+    };
+    let mut locks = Vec::new();
+    for gpu in &config.gpus {
+        let device = nvml::Nvml::open(*gpu).map_err(Error::Other)?;
+        locks.push(nvml::ClockLock::new(device, mhz).map_err(Error::Other)?);
+    }
+    nvml::guard_signals(locks.iter().map(|l| l.shared()).collect()).map_err(Error::Other)?;
+    Ok(locks)
 }
 
 /// A new record, or with --resume the one in --out (whose settings must match this run's).

@@ -29,7 +29,10 @@ impl Probe {
         let spec = Spawn {
             python: python.into(),
             args: vec!["-m".into(), "kbench_worker".into(), "probe".into()],
-            env: vec![("PYTHONPATH".into(), worker_path.display().to_string())],
+            env: vec![
+                ("PYTHONPATH".into(), worker_path.display().to_string()),
+                ("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into()),
+            ],
             log: log.clone(),
             cwd: scratch.to_path_buf(),
         };

@@ -113,6 +113,17 @@ pub struct Timing {
     pub mean_ratio: f64,
     /// Hyperfine-style warnings per arm (warm-up too short, noisy environment).
     pub warnings: Vec<String>,
+    /// Rounds taken again because the GPU reported hardware or thermal slowdown.
+    pub rounds_discarded: u32,
+    /// NVML readings after each round (empty without NVML, e.g. on the CPU).
+    pub telemetry: Vec<RoundTelemetry>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RoundTelemetry {
+    pub round: u32,
+    pub reading: crate::nvml::Telemetry,
+    pub tag: crate::nvml::RoundTag,
 }
 
 /// Where an evaluation's wall time went, outside the build (which `Build::seconds` holds).

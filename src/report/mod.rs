@@ -94,6 +94,8 @@ pub(crate) mod tests {
                 p_faster: None,
                 mean_ratio: r / c,
                 warnings: vec![],
+                rounds_discarded: 0,
+                telemetry: vec![],
             }),
             logs: vec![],
             phases: Default::default(),
