@@ -82,6 +82,14 @@ pub enum DeviceArg {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    /// kbench's protocol: read flush, blocker, interleaved rounds, ratio of medians
+    Offline,
+    /// Upstream KernelBench's loop: write flush, no blocker, candidate then reference, means
+    Kernelbench,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum PrecisionArg {
     Fp32,
     Fp16,
@@ -117,6 +125,9 @@ pub struct EvalArgs {
     /// Correctness trials, each with fresh inputs
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub trials: u32,
+    /// How to time: kbench's protocol, or upstream KernelBench's loop for comparison
+    #[arg(long, value_enum, default_value_t = ModeArg::Offline)]
+    pub mode: ModeArg,
     /// Timing samples per arm (reference and candidate)
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub samples: u32,

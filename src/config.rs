@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::cli::{DeviceArg, EvalArgs, PrecisionArg};
+use crate::cli::{DeviceArg, EvalArgs, ModeArg, PrecisionArg};
 use crate::error::{Error, Result};
 use crate::probe::Probe;
 use crate::record::RecordedConfig;
@@ -24,6 +24,21 @@ impl Device {
         match self {
             Device::Cuda => "cuda",
             Device::Cpu => "cpu",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Offline,
+    KernelBench,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Offline => "offline",
+            Mode::KernelBench => "kernelbench",
         }
     }
 }
@@ -53,6 +68,7 @@ pub struct Config {
     pub rtol: f64,
     pub trials: u32,
     pub samples: u32,
+    pub mode: Mode,
     pub seed: u64,
     pub scale: Option<String>,
     pub sets: Map<String, Value>,
@@ -241,6 +257,10 @@ impl Config {
             rtol: args.rtol.unwrap_or(tolerance),
             trials: args.trials,
             samples: args.samples,
+            mode: match args.mode {
+                ModeArg::Offline => Mode::Offline,
+                ModeArg::Kernelbench => Mode::KernelBench,
+            },
             seed: args.seed,
             scale: args.scale.clone().filter(|s| s != "full"),
             sets,
@@ -279,6 +299,7 @@ impl Config {
             rtol: self.rtol,
             trials: self.trials,
             samples: self.samples,
+            mode: self.mode.as_str().into(),
             seed: self.seed,
             overrides: self.overrides_json(),
         }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::config::{Config, Device};
+use crate::config::{Config, Device, Mode};
 use crate::nvml::{Gpu, Nvml, RoundTag, Telemetry};
 use crate::record::{Arm, Build, BuildStatus, Evaluation, Phases, RoundTelemetry, Timing, Trial};
 use crate::stats;
@@ -520,6 +520,9 @@ impl Python<'_> {
     ) -> Result<Timing, (Verdict, String)> {
         let cfg = self.config;
         let seed = derive_seed(cfg.seed, 0);
+        if cfg.mode == Mode::KernelBench {
+            return self.time_kernelbench(reference, candidate, seed);
+        }
         let mut arms = [(Vec::new(), Vec::new()), (Vec::new(), Vec::new())];
         let mut telemetry = Vec::new();
         // At least two rounds: rounds are the bootstrap's unit.
@@ -537,7 +540,7 @@ impl Python<'_> {
             };
             let mut taken: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
             for arm in order {
-                let request = json!({"cmd": "time", "n": block, "seed": seed});
+                let request = json!({"cmd": "time", "n": block, "seed": seed, "mode": "offline"});
                 let reply = if arm == 0 {
                     ask(reference, request, cfg.timeouts.call).map_err(|(_, why)| {
                         (
@@ -592,10 +595,67 @@ impl Python<'_> {
         };
         let [a, c] = arms;
         let (reference, candidate) = (arm(a), arm(c));
-        let mut timing =
-            summarize_timing(method(cfg.device), reference, candidate, seed, cfg.delta);
+        let mut timing = summarize_timing(method(cfg), reference, candidate, seed, cfg.delta);
         timing.rounds_discarded = attempts - kept;
         timing.telemetry = telemetry;
+        Ok(timing)
+    }
+
+    /// Upstream KernelBench's loop: all candidate samples, then all reference samples (its
+    /// order), each after a write flush with no blocker; the speedup is the ratio of means with
+    /// a Fieller interval. For comparison with published numbers, not for decisions.
+    fn time_kernelbench(
+        &self,
+        reference: &mut Worker,
+        candidate: &mut Worker,
+        seed: u64,
+    ) -> Result<Timing, (Verdict, String)> {
+        let cfg = self.config;
+        let request = json!({"cmd": "time", "n": cfg.samples, "seed": seed, "mode": "kernelbench"});
+        let parse = |reply: Value| -> Result<Vec<f64>, (Verdict, String)> {
+            let samples: Vec<f64> = serde_json::from_value(reply["samples_ms"].clone())
+                .map_err(|e| (Verdict::Crashed, format!("malformed timing reply: {e}")))?;
+            if samples.iter().any(|s| !s.is_finite() || *s < 0.0) {
+                return Err((
+                    Verdict::Crashed,
+                    "timing reply holds a negative or non-finite time".into(),
+                ));
+            }
+            Ok(samples)
+        };
+        let cand = parse(ask(candidate, request.clone(), cfg.timeouts.call)?)?;
+        let refs = parse(
+            ask(reference, request, cfg.timeouts.call).map_err(|(_, why)| {
+                (
+                    Verdict::Skipped,
+                    format!("the reference failed while timed: {why}"),
+                )
+            })?,
+        )?;
+        let arm = |samples_ms: Vec<f64>| Arm {
+            median_ms: stats::median(&samples_ms),
+            rounds: vec![0; samples_ms.len()],
+            samples_ms,
+        };
+        let mut timing = summarize_timing(method(cfg), arm(refs), arm(cand), seed, cfg.delta);
+        let means = stats::Samples::new(timing.reference.samples_ms.clone()).and_then(|r| {
+            Ok(stats::ratio_of_means(
+                &r,
+                &stats::Samples::new(timing.candidate.samples_ms.clone())?,
+                CI_LEVEL,
+            ))
+        });
+        timing.speedup = timing.mean_ratio;
+        match means.ok().and_then(|m| m.ci) {
+            Some(ci) => {
+                (timing.speedup_ci_low, timing.speedup_ci_high) = (ci.low, ci.high);
+                timing.label = stats::decide(ci.low, ci.high, cfg.delta);
+            }
+            None => {
+                (timing.speedup_ci_low, timing.speedup_ci_high) = (0.0, f64::MAX);
+                timing.label = stats::Decision::Inconclusive;
+            }
+        }
         Ok(timing)
     }
 
@@ -607,10 +667,12 @@ impl Python<'_> {
     }
 }
 
-fn method(device: Device) -> String {
-    match device {
-        Device::Cuda => "cuda_events_flush_blocker".into(),
-        Device::Cpu => "cpu_perf_counter".into(),
+fn method(cfg: &Config) -> String {
+    match (cfg.mode, cfg.device) {
+        (Mode::Offline, Device::Cuda) => "cuda_events_flush_blocker".into(),
+        (Mode::KernelBench, Device::Cuda) => "kernelbench_events_write_flush".into(),
+        (Mode::Offline, Device::Cpu) => "cpu_perf_counter".into(),
+        (Mode::KernelBench, Device::Cpu) => "kernelbench_cpu_perf_counter".into(),
     }
 }
 

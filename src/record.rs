@@ -46,6 +46,8 @@ pub struct RecordedConfig {
     pub rtol: f64,
     pub trials: u32,
     pub samples: u32,
+    /// Timing mode: "offline" (kbench's protocol) or "kernelbench" (upstream's loop).
+    pub mode: String,
     pub seed: u64,
     pub overrides: Value,
 }

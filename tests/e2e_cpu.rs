@@ -136,4 +136,23 @@ fn the_bundled_cpu_example_passes_the_gate() {
     );
     assert_eq!(verdicts(&out), expected(&example));
     assert!(String::from_utf8_lossy(&run.stdout).contains("gate: passed"));
+
+    // Upstream's loop for comparison: same verdicts, timed candidate first, ratio of means.
+    let kb = tmp.path().join("kernelbench");
+    let run = eval(&example, &kb, &["--mode", "kernelbench"]);
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(verdicts(&kb), expected(&example));
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(kb.join("results.json")).unwrap()).unwrap();
+    assert_eq!(record["config"]["mode"], "kernelbench");
+    for e in record["evaluations"].as_array().unwrap() {
+        let t = &e["timing"];
+        assert_eq!(t["method"], "kernelbench_cpu_perf_counter");
+        assert_eq!(t["speedup"], t["mean_ratio"]);
+    }
 }

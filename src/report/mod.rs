@@ -122,6 +122,7 @@ pub(crate) mod tests {
                 rtol: 1e-4,
                 trials: 1,
                 samples: 3,
+                mode: "offline".into(),
                 seed: 42,
                 overrides: serde_json::json!({"scale": "small", "set": {}}),
             },

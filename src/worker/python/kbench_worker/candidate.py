@@ -64,7 +64,9 @@ class Candidate:
     def time(self, req):
         if self.timed is None:
             self.shared = None
-            self.timed = TimedModel(self.model, self.task, req["seed"], self.device, self.precision)
+            self.timed = TimedModel(
+                self.model, self.task, req["seed"], self.device, self.precision, req.get("mode", "offline")
+            )
         return {"samples_ms": self.timed.samples(req["n"])}
 
 

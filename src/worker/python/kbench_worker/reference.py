@@ -130,7 +130,9 @@ class Reference:
 
     def time(self, req):
         if self.timed is None:
-            self.timed = TimedModel(self.model, self.task, req["seed"], self.device, self.precision)
+            self.timed = TimedModel(
+                self.model, self.task, req["seed"], self.device, self.precision, req.get("mode", "offline")
+            )
         return {"samples_ms": self.timed.samples(req["n"])}
 
 

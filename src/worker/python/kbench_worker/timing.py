@@ -46,15 +46,46 @@ class Timer:
         return [self.sample(call) for _ in range(n)]
 
 
+class KernelBenchTimer:
+    """Upstream KernelBench's loop, for side-by-side comparison: before each call a 256 MB write
+    (memset) flush, then start event, call, stop event, synchronize; no blocker, so the host's
+    launch latency is inside the time. On the CPU, perf_counter around the call."""
+
+    FLUSH_BYTES = 256 << 20
+
+    def __init__(self, device):
+        self.cuda = device.startswith("cuda")
+        if self.cuda:
+            self.flush_buffer = torch.empty(self.FLUSH_BYTES, dtype=torch.uint8, device=device)
+            self.start = torch.cuda.Event(enable_timing=True)
+            self.stop = torch.cuda.Event(enable_timing=True)
+
+    def sample(self, call):
+        if not self.cuda:
+            t0 = time.perf_counter()
+            call()
+            return (time.perf_counter() - t0) * 1e3
+        torch.cuda.synchronize()
+        self.flush_buffer.zero_()
+        self.start.record()
+        call()
+        self.stop.record()
+        torch.cuda.synchronize()
+        return self.start.elapsed_time(self.stop)
+
+    def samples(self, call, n):
+        return [self.sample(call) for _ in range(n)]
+
+
 class TimedModel:
     """One worker's timed arm: the model, one input set made from the timing seed, the timer.
     Set up on the first timing request, after the correctness trials, with memory released so
     the other worker on the GPU has room."""
 
-    def __init__(self, model, task, seed, device, precision, warmup=3):
+    def __init__(self, model, task, seed, device, precision, mode="offline", warmup=3):
         harness.release_memory(device)
         self.model = model
-        self.timer = Timer(device)
+        self.timer = KernelBenchTimer(device) if mode == "kernelbench" else Timer(device)
         self.inputs = harness.make_inputs(task, seed, device, precision)
         for _ in range(warmup):
             harness.forward(model, self.inputs, 0)
