@@ -456,41 +456,56 @@ impl Python<'_> {
             "file"
         };
         for index in 0..cfg.trials {
-            let seed = derive_seed(cfg.seed, 2 * u64::from(index) + 1);
-            let forward_seed = derive_seed(cfg.seed, 2 * u64::from(index) + 2);
-            let out = exchange.path().join(format!("trial{index}.pt"));
-            let checked = loop {
-                let trial = json!({"cmd": "trial", "seed": seed, "forward_seed": forward_seed, "out": out, "transport": transport});
-                let ran = ask(&mut candidate, trial, cfg.timeouts.call)?;
-                let check = json!({
-                    "cmd": "check", "seed": seed, "forward_seed": forward_seed, "candidate_out": out, "ipc": ran.get("ipc"),
-                });
-                match reference.request(check, cfg.timeouts.call) {
-                    Ok(Reply::Ok(v)) => break v,
-                    Ok(Reply::Err(e)) if e.kind == "transfer" && transport == "ipc" => {
-                        transport = "file"
-                    }
-                    Ok(Reply::Err(e)) if e.kind == "output" => {
-                        return Err((Verdict::Incorrect, e.message))
-                    }
-                    Ok(Reply::Err(e)) => {
-                        return Err(skipped(format!("the reference failed: {}", e.message)))
-                    }
-                    Err(f) => return Err(skipped(format!("the reference worker failed: {f}"))),
-                }
-            };
-            let _ = std::fs::remove_file(&out);
-            let trial = Trial {
+            let trial = self.trial(
+                &mut reference,
+                &mut candidate,
                 index,
-                correct: checked["correct"] == true,
-                reason: checked["reason"].as_str().unwrap_or_default().to_string(),
-                max_abs_diff: checked["max_abs_diff"].as_f64(),
-                max_rel_diff: checked["max_rel_diff"].as_f64(),
-            };
-            let failed = (!trial.correct).then(|| trial.reason.clone());
+                &mut transport,
+                exchange.path(),
+            )?;
+            if trial.uncheckable {
+                return Err(skipped(format!("trial {index}: {}", trial.reason)));
+            }
+            let failed = (!trial.correct).then(|| format!("trial {index}: {}", trial.reason));
             eval.trials.push(trial);
             if let Some(reason) = failed {
-                return Err((Verdict::Incorrect, format!("trial {index}: {reason}")));
+                return Err((Verdict::Incorrect, reason));
+            }
+        }
+        // params.perturbation: new parameter values, the same in both workers, and one more trial.
+        let perturb = json!({"cmd": "perturb", "seed": derive_seed(cfg.seed, u64::MAX)});
+        let ours =
+            ask(&mut reference, perturb.clone(), cfg.timeouts.call).map_err(|(_, why)| {
+                skipped(format!(
+                    "the reference failed to perturb its parameters: {why}"
+                ))
+            })?;
+        let theirs = ask(&mut candidate, perturb, cfg.timeouts.call)?;
+        if ours["shapes"] != theirs["shapes"] {
+            return Err((
+                Verdict::Incorrect,
+                "params.perturbation: ModelNew's parameters differ from the task's in order or shape".into(),
+            ));
+        }
+        if ours["shapes"].as_array().is_some_and(|s| !s.is_empty()) {
+            let index = cfg.trials;
+            let trial = self.trial(
+                &mut reference,
+                &mut candidate,
+                index,
+                &mut transport,
+                exchange.path(),
+            )?;
+            // A reference that overflows with the new values says nothing about the kernel.
+            let failed = (!trial.correct && !trial.uncheckable).then(|| {
+                format!(
+                    "params.perturbation: with new parameter values, {}",
+                    trial.reason
+                )
+            });
+            eval.trials.push(trial);
+            if let Some(reason) = failed {
+                return Err((Verdict::Incorrect, reason));
             }
         }
 
@@ -509,6 +524,59 @@ impl Python<'_> {
             eval.reason = "correct, but no custom kernel (pure PyTorch)".into();
         }
         Ok(())
+    }
+
+    /// One correctness trial: fresh inputs from the trial's seed in both workers, the candidate's
+    /// outputs and inputs handed to the reference worker, compared there.
+    fn trial(
+        &self,
+        reference: &mut Worker,
+        candidate: &mut Worker,
+        index: u32,
+        transport: &mut &'static str,
+        exchange: &Path,
+    ) -> Result<Trial, (Verdict, String)> {
+        let cfg = self.config;
+        let seed = derive_seed(cfg.seed, 2 * u64::from(index) + 1);
+        let forward_seed = derive_seed(cfg.seed, 2 * u64::from(index) + 2);
+        let out = exchange.join(format!("trial{index}.pt"));
+        let checked = loop {
+            let trial = json!({"cmd": "trial", "seed": seed, "forward_seed": forward_seed, "out": out, "transport": *transport});
+            let ran = ask(candidate, trial, cfg.timeouts.call)?;
+            let check = json!({
+                "cmd": "check", "seed": seed, "forward_seed": forward_seed, "candidate_out": out, "ipc": ran.get("ipc"),
+            });
+            match reference.request(check, cfg.timeouts.call) {
+                Ok(Reply::Ok(v)) => break v,
+                Ok(Reply::Err(e)) if e.kind == "transfer" && *transport == "ipc" => {
+                    *transport = "file"
+                }
+                Ok(Reply::Err(e)) if e.kind == "output" => {
+                    return Err((Verdict::Incorrect, e.message))
+                }
+                Ok(Reply::Err(e)) => {
+                    return Err((
+                        Verdict::Skipped,
+                        format!("the reference failed: {}", e.message),
+                    ))
+                }
+                Err(f) => {
+                    return Err((
+                        Verdict::Skipped,
+                        format!("the reference worker failed: {f}"),
+                    ))
+                }
+            }
+        };
+        let _ = std::fs::remove_file(&out);
+        Ok(Trial {
+            index,
+            correct: checked["correct"] == true,
+            uncheckable: checked["uncheckable"] == true,
+            reason: checked["reason"].as_str().unwrap_or_default().to_string(),
+            max_abs_diff: checked["max_abs_diff"].as_f64(),
+            max_rel_diff: checked["max_rel_diff"].as_f64(),
+        })
     }
 
     /// Interleaved rounds of reference (A) and candidate (C) blocks: A C C A, then C A A C.

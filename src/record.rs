@@ -80,6 +80,9 @@ pub struct Build {
 pub struct Trial {
     pub index: u32,
     pub correct: bool,
+    /// The reference's own output was not finite: the trial says nothing about the kernel.
+    #[serde(default)]
+    pub uncheckable: bool,
     pub reason: String,
     pub max_abs_diff: Option<f64>,
     pub max_rel_diff: Option<f64>,

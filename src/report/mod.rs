@@ -76,6 +76,7 @@ pub(crate) mod tests {
             trials: vec![Trial {
                 index: 0,
                 correct: verdict.is_correct(),
+                uncheckable: false,
                 reason: reason.into(),
                 max_abs_diff: Some(0.0),
                 max_rel_diff: Some(0.0),

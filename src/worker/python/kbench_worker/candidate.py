@@ -104,6 +104,8 @@ def run(channel):
                 reply = candidate.trial(req)
                 verify(candidate)
                 channel.reply({"ok": True, **reply})
+            elif cmd == "perturb":
+                channel.reply({"ok": True, "shapes": harness.perturb(candidate.model, req["seed"])})
             elif cmd == "time":
                 reply = candidate.time(req)
                 verify(candidate)

@@ -46,6 +46,26 @@ def release_memory(device):
         torch.cuda.empty_cache()
 
 
+def perturb(model, seed):
+    """`params.perturbation`: give every floating parameter new values, the same in both workers
+    (same seed, same order, same shapes): w * (1 + U(-0.5, 0.5)) + 0.1 * mean|w| * U(-1, 1).
+    A kernel that relies on default initialisation (LayerNorm's weight 1 and bias 0, a zero bias)
+    stops matching. Returns the parameter shapes in order, so kbench can check both workers
+    perturbed the same list."""
+    shapes = []
+    with torch.no_grad():
+        for p in model.parameters():
+            if not p.is_floating_point():
+                continue
+            shapes.append(list(p.shape))
+            g = torch.Generator(device=p.device).manual_seed(seed + len(shapes))
+            scale = p.abs().mean().item() if p.numel() else 0.0
+            u1 = torch.rand(p.shape, generator=g, device=p.device, dtype=p.dtype) - 0.5
+            u2 = torch.rand(p.shape, generator=g, device=p.device, dtype=p.dtype) * 2 - 1
+            p.mul_(1 + u1).add_(u2 * (0.1 * (scale or 1.0)))
+    return shapes
+
+
 def synchronize(device):
     if device.startswith("cuda"):
         torch.cuda.synchronize()

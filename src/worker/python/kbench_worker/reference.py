@@ -49,7 +49,7 @@ def compare(ref, cand, atol, rtol):
                 mismatch |= not torch.equal(rp, cp)
                 continue
             if torch.isnan(rp).any():
-                return {"correct": False, "reason": f"the reference output {i} holds NaN: task not checkable at these inputs"}
+                return {"correct": False, "uncheckable": True, "reason": f"the reference output {i} holds NaN at these inputs"}
             if torch.isnan(cp).any():
                 return {"correct": False, "reason": f"output {i} holds NaN"}
             diff = (cp.double() - rp.double()).abs()
@@ -146,6 +146,8 @@ def run(channel):
                 channel.reply({"ok": True, "startup_s": channel.startup_s})
             elif cmd == "check":
                 channel.reply({"ok": True, **reference.check(req)})
+            elif cmd == "perturb":
+                channel.reply({"ok": True, "shapes": harness.perturb(reference.model, req["seed"])})
             elif cmd == "time":
                 channel.reply({"ok": True, **reference.time(req)})
             elif cmd == "exit":
