@@ -23,22 +23,36 @@ fn summarize(level: Option<u32>, evals: &[&Evaluation]) -> Summary {
         .iter()
         .filter(|e| e.verdict != crate::verdict::Verdict::Skipped)
         .collect();
-    let timings: Vec<_> = evaluated
+    // One entry per evaluated kernel: its speedup when correct and timed, else None.
+    let speedups: Vec<Option<stats::Speedup>> = evaluated
         .iter()
-        .filter(|e| e.verdict.is_correct())
-        .filter_map(|e| e.timing.as_ref())
+        .map(|e| {
+            e.timing
+                .as_ref()
+                .filter(|_| e.verdict.is_correct())
+                .map(|t| stats::Speedup {
+                    ratio: t.speedup,
+                    ci_low: t.speedup_ci_low,
+                    ci_high: t.speedup_ci_high,
+                })
+        })
         .collect();
-    let speedups: Vec<f64> = timings.iter().map(|t| t.speedup).collect();
-    let n = evaluated.len().max(1) as f64;
-    let fast = |p: f64| speedups.iter().filter(|s| **s > p).count() as f64 / n;
+    let fast = |p: f64| {
+        stats::fast_p(&speedups, p).unwrap_or(stats::FastP {
+            p,
+            point: 0.0,
+            significant: 0.0,
+        })
+    };
+    let ratios: Vec<f64> = speedups.iter().flatten().map(|s| s.ratio).collect();
     Summary {
         level,
         evaluated: evaluated.len(),
         correct: evaluated.iter().filter(|e| e.verdict.is_correct()).count(),
-        fast_0: fast(0.0),
-        fast_1: fast(1.0),
-        fast_1_significant: timings.iter().filter(|t| t.speedup_ci_low > 1.0).count() as f64 / n,
-        geomean_speedup: stats::geometric_mean(&speedups),
+        fast_0: fast(0.0).point,
+        fast_1: fast(1.0).point,
+        fast_1_significant: fast(1.0).significant,
+        geomean_speedup: stats::geometric_mean(&ratios),
     }
 }
 
