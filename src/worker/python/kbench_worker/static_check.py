@@ -1215,7 +1215,7 @@ GRAPH_CALLS = {"cudaGraphLaunch", "cudaStreamBeginCapture", "cudaStreamBeginCapt
 
 
 @rule("cuda.graph", "warning", "CUDA graph capture or launch in C++ (cudaStreamBeginCapture, cudaGraphLaunch, at::cuda::CUDAGraph)")
-def rule_cuda_graph(ctx):
+def rule_cpp_cuda_graph(ctx):
     for line, name in cpp_calls(ctx, GRAPH_CALLS):
         yield line, f"calls {name}: a replayed graph can return a static buffer or run on inputs it captured earlier"
     for text, toks in ctx.cpp():
