@@ -50,13 +50,13 @@ pub fn scan(
         message,
     };
     std::fs::create_dir_all(scratch).map_err(|e| Error::write(scratch, e))?;
-    let spec = Spawn {
-        python: python.into(),
-        args: vec!["-m".into(), "kbench_worker".into(), "check".into()],
-        env: vec![("PYTHONPATH".into(), worker_path.display().to_string())],
-        log: scratch.join("check.log"),
-        cwd: scratch.to_path_buf(),
-    };
+    let spec = Spawn::role(
+        python,
+        worker_path,
+        "check",
+        scratch.join("check.log"),
+        scratch.to_path_buf(),
+    );
     let mut worker = Worker::spawn(&spec).map_err(|e| fail(e.to_string()))?;
     // The worker runs elsewhere: it gets absolute paths; findings are reported under the names given.
     let absolute: Vec<PathBuf> = files

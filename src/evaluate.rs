@@ -209,15 +209,14 @@ impl<'a> Python<'a> {
     }
 
     fn spawn(&self, role: &str, log: &Path, env: Vec<(String, String)>) -> Result<Worker, String> {
-        let mut env = env;
-        env.push(("PYTHONPATH".into(), self.worker_path.display().to_string()));
-        let spec = Spawn {
-            python: self.config.python.clone(),
-            args: vec!["-m".into(), "kbench_worker".into(), role.into()],
-            env,
-            log: log.to_path_buf(),
-            cwd: self.config.out.clone(),
-        };
+        let mut spec = Spawn::role(
+            &self.config.python,
+            &self.worker_path,
+            role,
+            log.to_path_buf(),
+            self.config.out.clone(),
+        );
+        spec.env.extend(env);
         Worker::spawn(&spec)
             .map_err(|e| format!("start {role} worker with {}: {e}", self.config.python))
     }
@@ -619,15 +618,7 @@ impl Python<'_> {
                 } else {
                     ask(candidate, request, cfg.timeouts.call)?
                 };
-                let samples: Vec<f64> = serde_json::from_value(reply["samples_ms"].clone())
-                    .map_err(|e| (Verdict::Crashed, format!("malformed timing reply: {e}")))?;
-                if samples.iter().any(|s| !s.is_finite() || *s < 0.0) {
-                    return Err((
-                        Verdict::Crashed,
-                        "timing reply holds a negative or non-finite time".into(),
-                    ));
-                }
-                taken[arm].extend(samples);
+                taken[arm].extend(samples_of(&reply)?);
             }
             let reading = self.read_gpu(slot);
             let tag = reading.map(|(t, max)| t.tag(max));
@@ -680,26 +671,16 @@ impl Python<'_> {
     ) -> Result<Timing, (Verdict, String)> {
         let cfg = self.config;
         let request = json!({"cmd": "time", "n": cfg.samples, "seed": seed, "mode": "kernelbench"});
-        let parse = |reply: Value| -> Result<Vec<f64>, (Verdict, String)> {
-            let samples: Vec<f64> = serde_json::from_value(reply["samples_ms"].clone())
-                .map_err(|e| (Verdict::Crashed, format!("malformed timing reply: {e}")))?;
-            if samples.iter().any(|s| !s.is_finite() || *s < 0.0) {
-                return Err((
-                    Verdict::Crashed,
-                    "timing reply holds a negative or non-finite time".into(),
-                ));
-            }
-            Ok(samples)
-        };
-        let cand = parse(ask(candidate, request.clone(), cfg.timeouts.call)?)?;
-        let refs = parse(
-            ask(reference, request, cfg.timeouts.call).map_err(|(_, why)| {
+
+        let cand = samples_of(&ask(candidate, request.clone(), cfg.timeouts.call)?)?;
+        let refs = samples_of(&ask(reference, request, cfg.timeouts.call).map_err(
+            |(_, why)| {
                 (
                     Verdict::Skipped,
                     format!("the reference failed while timed: {why}"),
                 )
-            })?,
-        )?;
+            },
+        )?)?;
         let arm = |samples_ms: Vec<f64>| Arm {
             median_ms: stats::median(&samples_ms),
             rounds: vec![0; samples_ms.len()],
@@ -733,6 +714,19 @@ impl Python<'_> {
         let max = gpu.max_sm_mhz().ok();
         gpu.read().ok().map(|t| (t, max))
     }
+}
+
+/// The samples of a timing reply: finite, non-negative milliseconds, or the worker is broken.
+fn samples_of(reply: &Value) -> Result<Vec<f64>, (Verdict, String)> {
+    let samples: Vec<f64> = serde_json::from_value(reply["samples_ms"].clone())
+        .map_err(|e| (Verdict::Crashed, format!("malformed timing reply: {e}")))?;
+    if samples.iter().any(|s| !s.is_finite() || *s < 0.0) {
+        return Err((
+            Verdict::Crashed,
+            "timing reply holds a negative or non-finite time".into(),
+        ));
+    }
+    Ok(samples)
 }
 
 fn method(cfg: &Config) -> String {

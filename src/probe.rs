@@ -26,16 +26,14 @@ impl Probe {
         };
         std::fs::create_dir_all(scratch).map_err(|e| Error::write(scratch, e))?;
         let log = scratch.join("probe.log");
-        let spec = Spawn {
-            python: python.into(),
-            args: vec!["-m".into(), "kbench_worker".into(), "probe".into()],
-            env: vec![
-                ("PYTHONPATH".into(), worker_path.display().to_string()),
-                ("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into()),
-            ],
-            log: log.clone(),
-            cwd: scratch.to_path_buf(),
-        };
+        let spec = Spawn::role(
+            python,
+            worker_path,
+            "probe",
+            log.clone(),
+            scratch.to_path_buf(),
+        )
+        .env("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
         let mut worker = Worker::spawn(&spec).map_err(|e| fail(e.to_string()))?;
         let reply = worker.request(json!({"cmd": "probe"}), PROBE_DEADLINE);
         worker.finish();

@@ -72,16 +72,14 @@ pub fn collect(
             Some(f) => f,
             None => {
                 if worker.is_none() {
-                    let spec = Spawn {
-                        python: python.into(),
-                        args: vec!["-m".into(), "kbench_worker".into(), "inspect".into()],
-                        env: vec![
-                            ("PYTHONPATH".into(), worker_path.display().to_string()),
-                            ("CUDA_VISIBLE_DEVICES".into(), String::new()),
-                        ],
-                        log: dir.join("inspect.log"),
-                        cwd: dir.clone(),
-                    };
+                    let spec = Spawn::role(
+                        python,
+                        worker_path,
+                        "inspect",
+                        dir.join("inspect.log"),
+                        dir.clone(),
+                    )
+                    .env("CUDA_VISIBLE_DEVICES", "");
                     worker = Some(Worker::spawn(&spec).map_err(|e| Error::Python {
                         python: python.into(),
                         message: e.to_string(),

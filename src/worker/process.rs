@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -30,6 +30,24 @@ pub struct Spawn {
     pub env: Vec<(String, String)>,
     pub log: PathBuf,
     pub cwd: PathBuf,
+}
+
+impl Spawn {
+    /// `python -m kbench_worker ROLE` with the embedded package on PYTHONPATH, running in `cwd`.
+    pub fn role(python: &str, worker_path: &Path, role: &str, log: PathBuf, cwd: PathBuf) -> Spawn {
+        Spawn {
+            python: python.into(),
+            args: vec!["-m".into(), "kbench_worker".into(), role.into()],
+            env: vec![("PYTHONPATH".into(), worker_path.display().to_string())],
+            log,
+            cwd,
+        }
+    }
+
+    pub fn env(mut self, name: &str, value: impl Into<String>) -> Spawn {
+        self.env.push((name.into(), value.into()));
+        self
+    }
 }
 
 /// Why a request got no reply.
