@@ -3,13 +3,16 @@
 # torch and nvcc, from the repository root, after `cargo build --release`.
 #
 #   bash benchmarks/gpu_run.sh corpus RESULTS_DIR     # honest CUDA kernels (benchmarks/example/gpu)
-#                                                     # and GPU fault fixtures (tests/fixtures/gpu)
+#                                                     # and the GPU adversarial corpus: cheats,
+#                                                     # honest kernels, faults (tests/fixtures/gpu)
 #   bash benchmarks/gpu_run.sh identity RESULTS_DIR [kbench eval flags...]
 #                                                     # each task's reference as its own submission
 #
 # Writes to RESULTS_DIR the run's console output with its wall time, its results.csv, and a
-# tarball of results.json, junit.xml and the workers' logs. KBENCH_LIMIT_S bounds the run (the
-# reports written so far are kept; --resume continues). kbench only reads the GPU's state.
+# tarball of results.json, junit.xml and the workers' logs. In corpus mode also corpus.table.md:
+# every file's verdict against the expected tables (benchmarks/corpus_table.py), and the script
+# exits 1 when a file is not as expected. KBENCH_LIMIT_S bounds the run (the reports written so
+# far are kept; --resume continues). kbench only reads the GPU's state.
 set -euo pipefail
 what=$1 results=$2
 shift 2
@@ -18,7 +21,7 @@ kbench=target/release/kbench
 work=${KBENCH_WORK:-/tmp/kbench-gpu-run}
 python=${KBENCH_PYTHON:-python3}
 case $what in
-  corpus) dir=$work/corpus; mkdir -p "$dir"; cp -r benchmarks/example/gpu/. tests/fixtures/gpu/. "$dir/" ;;
+  corpus) dir=$work/corpus; rm -rf "$dir"; mkdir -p "$dir"; cp -r benchmarks/example/gpu/. tests/fixtures/gpu/. "$dir/" ;;
   identity) dir=$work/identity-submission; "$python" benchmarks/identity.py "$dir" >/dev/null ;;
   *) echo "usage: $0 corpus|identity RESULTS_DIR [flags]" >&2; exit 2 ;;
 esac
@@ -33,3 +36,12 @@ echo "exit code $code, wall time $(( $(date +%s) - start )) s" >> "$results/$wha
 cp "$work/$what/results.csv" "$results/$what.results.csv"
 tar -C "$work/$what" -czf "$results/$what.tar.gz" results.json junit.xml logs
 tail -n 30 "$results/$what.console.txt"
+if [ "$what" = corpus ]; then
+  set +e
+  "$python" benchmarks/corpus_table.py "$work/$what/results.json" \
+    benchmarks/example/gpu/expected.toml tests/fixtures/gpu/expected.toml > "$results/corpus.table.md"
+  table=$?
+  set -e
+  tail -n 1 "$results/corpus.table.md"
+  exit "$table"
+fi

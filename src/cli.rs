@@ -90,6 +90,16 @@ pub enum ModeArg {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LibraryPolicyArg {
+    /// At most half of the GPU time in library kernels (cuBLAS, cuDNN, ATen), on every level
+    Strict,
+    /// At most half on level 1; levels 2 and 3 may keep library GEMMs/convolutions and fuse the rest
+    Partial,
+    /// No limit; the share is still reported
+    Any,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum PrecisionArg {
     Fp32,
     Fp16,
@@ -128,9 +138,16 @@ pub struct EvalArgs {
     /// How to time: kbench's protocol, or upstream KernelBench's loop for comparison
     #[arg(long, value_enum, default_value_t = ModeArg::Offline)]
     pub mode: ModeArg,
-    /// Timing samples per arm (reference and candidate)
-    #[arg(long, value_name = "N", default_value_t = 100)]
-    pub samples: u32,
+    /// Stop timing a task when the 95 % interval of its speedup is within ±F (0.01 = 1 %)
+    #[arg(long, value_name = "F", default_value_t = 0.01)]
+    pub ci_target: f64,
+    /// Most timing samples per arm before stopping short of --ci-target (kernelbench mode:
+    /// its 100 trials, or fewer if this is lower)
+    #[arg(long, value_name = "N", default_value_t = 2000)]
+    pub max_samples: u32,
+    /// Most seconds of timing per task before stopping short of --ci-target
+    #[arg(long, value_name = "S", default_value_t = 10.0)]
+    pub budget: f64,
     /// Precision of inputs and weights
     #[arg(long, value_enum, default_value_t = PrecisionArg::Fp32)]
     pub precision: PrecisionArg,
@@ -140,9 +157,11 @@ pub struct EvalArgs {
     /// Relative tolerance [default: 1e-4 for fp32, 1e-2 for fp16/bf16]
     #[arg(long)]
     pub rtol: Option<f64>,
-    /// Seed of inputs and timing (weights follow KernelBench: seed 42 before each constructor)
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
+    /// Seed of inputs, parameter perturbation and timing, to repeat a run exactly [default: a
+    /// secret seed per run, never recorded, so no submission can predict its inputs]. Weights
+    /// follow KernelBench: seed 42 before each constructor
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Task sizes: full, or a named scale from each level's scale.toml (e.g. small, for CPUs)
     #[arg(long, value_name = "NAME")]
     pub scale: Option<String>,
@@ -166,6 +185,9 @@ pub struct EvalArgs {
     /// --dedicated and root; restored on exit. Never on a GPU others use
     #[arg(long, value_name = "base|MHZ", requires = "dedicated")]
     pub lock_clocks: Option<String>,
+    /// How much GPU time library kernels may take before a correct submission is `no_kernel`
+    #[arg(long, value_enum, default_value_t = LibraryPolicyArg::Partial)]
+    pub library_policy: LibraryPolicyArg,
     /// Fail the gate when a correct kernel's speedup is below X
     #[arg(long, value_name = "X")]
     pub min_speedup: Option<f64>,

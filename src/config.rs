@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::cli::{DeviceArg, EvalArgs, ModeArg, PrecisionArg};
+use crate::cli::{DeviceArg, EvalArgs, LibraryPolicyArg, ModeArg, PrecisionArg};
 use crate::error::{Error, Result};
 use crate::probe::Probe;
 use crate::record::RecordedConfig;
@@ -43,6 +43,29 @@ impl Mode {
     }
 }
 
+/// `--library-policy`: how much of a submission's GPU time may be in library kernels (cuBLAS,
+/// cuDNN, ATen) before it counts as `no_kernel` (the profile of one call measures the share).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LibraryPolicy {
+    /// At most half, on every level.
+    Strict,
+    /// At most half on level 1 (single operators); levels 2 and 3 may keep library GEMMs and
+    /// convolutions and fuse the rest (partial replacement).
+    Partial,
+    /// No limit (the share is still reported).
+    Any,
+}
+
+impl LibraryPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LibraryPolicy::Strict => "strict",
+            LibraryPolicy::Partial => "partial",
+            LibraryPolicy::Any => "any",
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Timeouts {
     pub compile: Duration,
@@ -67,9 +90,14 @@ pub struct Config {
     pub atol: f64,
     pub rtol: f64,
     pub trials: u32,
-    pub samples: u32,
+    /// Timing stops at this 95 % CI half-width of the speedup, or at the sample or time budget.
+    pub ci_target: f64,
+    pub max_samples: u32,
+    pub budget: Duration,
     pub mode: Mode,
+    /// The run's seed: `--seed`, else secret (drawn from the OS, never written anywhere).
     pub seed: u64,
+    pub seed_given: bool,
     pub scale: Option<String>,
     pub sets: Map<String, Value>,
     pub timeouts: Timeouts,
@@ -84,6 +112,7 @@ pub struct Config {
     pub delta: f64,
     /// `--lock-clocks`: None = leave the clocks alone; Some(None) = base clock; Some(Some(MHz)).
     pub lock_clocks: Option<Option<u32>>,
+    pub library_policy: LibraryPolicy,
 }
 
 /// `--python`, else $KBENCH_PYTHON, else `.venv/bin/python` in the current folder, else python3.
@@ -190,8 +219,18 @@ impl Config {
         if args.trials == 0 {
             return Err(Error::Usage("--trials must be at least 1".into()));
         }
-        if args.samples < 2 {
-            return Err(Error::Usage("--samples must be at least 2".into()));
+        if args.max_samples < 2 {
+            return Err(Error::Usage("--max-samples must be at least 2".into()));
+        }
+        if !(args.ci_target > 0.0 && args.ci_target < 1.0) {
+            return Err(Error::Usage(
+                "--ci-target must be in (0, 1), e.g. 0.01".into(),
+            ));
+        }
+        if !(args.budget.is_finite() && args.budget > 0.0) {
+            return Err(Error::Usage(
+                "--budget must be a positive number of seconds".into(),
+            ));
         }
         let seconds = |name: &str, s: f64| {
             if s > 0.0 && s.is_finite() {
@@ -256,12 +295,18 @@ impl Config {
             atol: args.atol.unwrap_or(tolerance),
             rtol: args.rtol.unwrap_or(tolerance),
             trials: args.trials,
-            samples: args.samples,
+            ci_target: args.ci_target,
+            max_samples: args.max_samples,
+            budget: Duration::from_secs_f64(args.budget),
             mode: match args.mode {
                 ModeArg::Offline => Mode::Offline,
                 ModeArg::Kernelbench => Mode::KernelBench,
             },
-            seed: args.seed,
+            seed: args.seed.unwrap_or_else(|| {
+                use rand::RngCore;
+                rand::rngs::OsRng.next_u64()
+            }),
+            seed_given: args.seed.is_some(),
             scale: args.scale.clone().filter(|s| s != "full"),
             sets,
             timeouts,
@@ -277,6 +322,11 @@ impl Config {
                 crate::stats::DELTA_SHARED
             },
             lock_clocks,
+            library_policy: match args.library_policy {
+                LibraryPolicyArg::Strict => LibraryPolicy::Strict,
+                LibraryPolicyArg::Partial => LibraryPolicy::Partial,
+                LibraryPolicyArg::Any => LibraryPolicy::Any,
+            },
         })
     }
 
@@ -298,9 +348,12 @@ impl Config {
             atol: self.atol,
             rtol: self.rtol,
             trials: self.trials,
-            samples: self.samples,
+            ci_target: self.ci_target,
+            max_samples: self.max_samples,
+            budget_s: self.budget.as_secs_f64(),
             mode: self.mode.as_str().into(),
-            seed: self.seed,
+            seed: self.seed_given.then_some(self.seed),
+            library_policy: self.library_policy.as_str().into(),
             overrides: self.overrides_json(),
         }
     }

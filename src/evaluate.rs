@@ -3,7 +3,7 @@
 //! candidate worker (untrusted) runs ModelNew. Everything that can go wrong in submission code
 //! ends as a `Verdict`, never as an `Err`.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -12,12 +12,13 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::config::{Config, Device, Mode};
-use crate::nvml::{Gpu, Nvml, RoundTag, Telemetry};
-use crate::record::{Arm, Build, BuildStatus, Evaluation, Phases, RoundTelemetry, Timing, Trial};
-use crate::stats;
+use crate::config::{Config, Device, LibraryPolicy};
+use crate::nvml::Nvml;
+use crate::record::{merge_check, Build, BuildStatus, Check, Evaluation, Outcome, Phases, Trial};
 use crate::submission::Submission;
-use crate::task::Task;
+use crate::task::{Task, TaskId};
+use crate::taskfacts::TaskFacts;
+use crate::timing::{self, Failed};
 use crate::verdict::Verdict;
 use crate::worker::{Failure, Reply, Spawn, Worker, WorkerError};
 
@@ -48,6 +49,8 @@ pub struct Python<'a> {
     started: AtomicUsize,
     /// Per slot, NVML for its GPU (read-only), when it can be opened.
     gpus: Vec<Option<Mutex<Nvml>>>,
+    /// Facts of the tasks (input-only constants, degenerate flags), where they could be derived.
+    facts: HashMap<TaskId, TaskFacts>,
 }
 
 /// Two fresh workers and the logs they write until an evaluation claims them.
@@ -57,19 +60,35 @@ struct Pair {
     logs: [PathBuf; 2],
 }
 
-/// Samples per block; a round is A C C A (or C A A C) in blocks, so drift cancels within a round.
-const BLOCK: u32 = 10;
-const BOOTSTRAP_RESAMPLES: usize = stats::DEFAULT_RESAMPLES;
-const CI_LEVEL: f64 = 0.95;
-/// Pause after a round discarded for slowdown, to let the GPU recover.
-const SLOWDOWN_PAUSE: Duration = Duration::from_millis(50);
+/// Seed streams of `derive_seed`: trials use 1, 2, 3, ... (input and forward seed per trial).
+const TIMING_STREAM: u64 = 0;
+const PERTURB_STREAM: u64 = u64::MAX;
+const PROFILE_STREAM: u64 = u64::MAX - 1;
+/// `inputs.distribution_perturbation`: the scaled variant multiplies the inputs by this.
+const SCALE_FACTOR: f64 = 8.0;
+/// Above this share of GPU time in library kernels a submission is `no_kernel` where the
+/// `--library-policy` applies a limit.
+const MAX_LIBRARY_SHARE: f64 = 0.5;
 
-/// A seed for each trial derived from the run's seed (splitmix64), so trials differ but repeat.
-fn derive_seed(seed: u64, stream: u64) -> u64 {
-    let mut z = seed.wrapping_add(stream.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)) & ((1 << 53) - 1)
+/// A seed derived from the run's seed for one use (`stream`): the first 8 bytes of SHA-256 over
+/// both as little-endian u64s, cut to 53 bits so JSON carries it exactly. One-way, so knowing
+/// one derived seed (e.g. the forward seed a submission can read from torch) reveals no other.
+/// `kbench_worker/timing.py` derives timed calls' seeds the same way.
+pub fn derive_seed(seed: u64, stream: u64) -> u64 {
+    let mut h = Sha256::new();
+    h.update(seed.to_le_bytes());
+    h.update(stream.to_le_bytes());
+    let digest = h.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_le_bytes(first) & ((1 << 53) - 1)
+}
+
+/// Whether a worker still answers (after an error that may have been fatal to it).
+fn alive(worker: &mut Worker) -> bool {
+    worker
+        .request(json!({"cmd": "ping"}), Duration::from_secs(30))
+        .is_ok()
 }
 
 /// A file-name-safe form of a submission's path, for its logs.
@@ -105,6 +124,8 @@ fn early(task: &Task, submission: &Submission, verdict: Verdict, reason: String)
         build: None,
         findings: Vec::new(),
         trials: Vec::new(),
+        checks: Vec::new(),
+        task_flags: Vec::new(),
         timing: None,
         logs: Vec::new(),
         phases: Phases::default(),
@@ -113,7 +134,7 @@ fn early(task: &Task, submission: &Submission, verdict: Verdict, reason: String)
 }
 
 /// The verdict for an error the candidate's code raised.
-fn candidate_verdict(error: &WorkerError) -> Verdict {
+pub(crate) fn candidate_verdict(error: &WorkerError) -> Verdict {
     match error.kind.as_str() {
         "syntax" | "build" => Verdict::CompileError,
         "output" => Verdict::Incorrect,
@@ -123,15 +144,18 @@ fn candidate_verdict(error: &WorkerError) -> Verdict {
 }
 
 /// The verdict when the candidate worker gave no reply.
-fn failure_verdict(failure: &Failure) -> Verdict {
+pub(crate) fn failure_verdict(failure: &Failure) -> Verdict {
     match failure {
         Failure::Timeout(_) => Verdict::Timeout,
+        Failure::Protocol(why) if why.starts_with(crate::worker::protocol::FORGED) => {
+            Verdict::Cheat
+        }
         Failure::Exited(_) | Failure::Protocol(_) => Verdict::Crashed,
     }
 }
 
 /// A worker request's outcome, flattened: a body, or a verdict with its reason.
-fn ask(worker: &mut Worker, body: Value, deadline: Duration) -> Result<Value, (Verdict, String)> {
+fn ask(worker: &mut Worker, body: Value, deadline: Duration) -> Result<Value, Failed> {
     match worker.request(body, deadline) {
         Ok(Reply::Ok(v)) => Ok(v),
         Ok(Reply::Err(e)) => Err((candidate_verdict(&e), e.message)),
@@ -140,7 +164,12 @@ fn ask(worker: &mut Worker, body: Value, deadline: Duration) -> Result<Value, (V
 }
 
 impl<'a> Python<'a> {
-    pub fn new(config: &'a Config, worker_path: PathBuf, build_key: String) -> Python<'a> {
+    pub fn new(
+        config: &'a Config,
+        worker_path: PathBuf,
+        build_key: String,
+        facts: HashMap<TaskId, TaskFacts>,
+    ) -> Python<'a> {
         let ready = (0..config.slots())
             .map(|_| Mutex::new(VecDeque::new()))
             .collect();
@@ -156,6 +185,7 @@ impl<'a> Python<'a> {
             ready,
             started: AtomicUsize::new(0),
             gpus,
+            facts,
         }
     }
 
@@ -190,11 +220,12 @@ impl<'a> Python<'a> {
     }
 
     /// Start the slot's next pairs now, so they warm up while this evaluation runs. Start-up
-    /// (~5 s on an H100 host) outlasts a short evaluation, so on a GPU two pairs wait; on a CPU
-    /// one, since starting workers competes with the evaluation for the same cores.
+    /// (~8 s on an H100 host, torch._dynamo's import included) outlasts a short evaluation
+    /// (~3 s), so on a GPU four pairs wait; on a CPU one, since starting workers competes with
+    /// the evaluation for the same cores.
     fn refill(&self, slot: usize) {
         let depth = match self.config.device {
-            Device::Cuda => 2,
+            Device::Cuda => 4,
             Device::Cpu => 1,
         };
         while self.ready[slot].lock().expect("worker pool lock").len() < depth {
@@ -372,6 +403,35 @@ impl Backend for Python<'_> {
     }
 }
 
+/// One correctness trial as sent to both workers.
+struct Probe {
+    index: u32,
+    /// null, or a distribution or shape variant of the inputs (harness.make_inputs).
+    variant: Value,
+    /// Run the expensive checks too (trial 0).
+    deep: bool,
+}
+
+/// The checks a worker reply carries (`checks`: name, outcome, evidence, seconds).
+fn reply_checks(reply: &Value) -> Vec<Check> {
+    serde_json::from_value(reply["checks"].clone()).unwrap_or_default()
+}
+
+/// The constant a shape perturbation changes: a batch size when the task has one, else the
+/// first constant that only sizes the inputs (from the task's facts).
+fn shape_constant(facts: &TaskFacts) -> Option<&str> {
+    let plain = || {
+        facts
+            .input_only_constants
+            .iter()
+            .filter(|n| !n.contains('['))
+    };
+    plain()
+        .find(|n| n.contains("batch"))
+        .or_else(|| plain().next())
+        .map(String::as_str)
+}
+
 impl Python<'_> {
     /// Load both workers, run the trials, then time; fills `eval` or returns the verdict that ends it.
     fn run_workers(
@@ -380,7 +440,7 @@ impl Python<'_> {
         sub: &Submission,
         slot: usize,
         eval: &mut Evaluation,
-    ) -> Result<(), (Verdict, String)> {
+    ) -> Result<(), Failed> {
         let cfg = self.config;
         let skipped = |why: String| (Verdict::Skipped, why);
         let Pair {
@@ -417,8 +477,8 @@ impl Python<'_> {
             (r.join().expect("reference load thread"), c)
         });
         self.refill(slot);
-        match loads.0 {
-            Ok(Reply::Ok(_)) => {}
+        let constants = match loads.0 {
+            Ok(Reply::Ok(v)) => v["constants"].clone(),
             Ok(Reply::Err(e)) if e.kind == "oom" => {
                 return Err(skipped(format!(
                     "the reference does not fit: {}",
@@ -432,13 +492,16 @@ impl Python<'_> {
                 )))
             }
             Err(f) => return Err(skipped(format!("the reference worker failed: {f}"))),
-        }
+        };
         let loaded = match loads.1 {
             Ok(Reply::Ok(v)) => v,
             Ok(Reply::Err(e)) => return Err((candidate_verdict(&e), e.message)),
             Err(f) => return Err((failure_verdict(&f), f.to_string())),
         };
         eval.phases.worker_startup_s = loaded["startup_s"].as_f64();
+        for check in reply_checks(&loaded) {
+            merge_check(&mut eval.checks, check);
+        }
         eval.phases.load_s = started.elapsed().as_secs_f64();
         let started = Instant::now();
         let kernels: Vec<String> =
@@ -454,14 +517,92 @@ impl Python<'_> {
         } else {
             "file"
         };
+        let mut link = Link {
+            reference: &mut reference,
+            candidate: &mut candidate,
+            transport: &mut transport,
+            exchange: exchange.path(),
+        };
+        self.verify(task, &mut link, eval, &constants)?;
+        eval.phases.correctness_s = started.elapsed().as_secs_f64();
+
+        let started = Instant::now();
+        let mut session = timing::Session {
+            config: cfg,
+            reference: link.reference,
+            candidate: link.candidate,
+            gpu: self.gpus.get(slot).and_then(Option::as_ref),
+            seed_base: derive_seed(cfg.seed, TIMING_STREAM),
+        };
+        let (transport, exchange) = (link.transport, link.exchange);
+        eval.timing = Some(session.run(&mut eval.checks, |r, c, base| {
+            self.timed_check(r, c, base, transport, exchange)
+        })?);
+        eval.phases.timing_s = started.elapsed().as_secs_f64();
+        // profile.library_share last: profiling leaves state behind in the process it ran in.
+        let profile = json!({
+            "cmd": "profile",
+            "seed": derive_seed(cfg.seed, PROFILE_STREAM),
+            "forward_seed": derive_seed(cfg.seed, PROFILE_STREAM - 1),
+        });
+        let profiled = ask(&mut candidate, profile, cfg.timeouts.call)?;
+        for check in reply_checks(&profiled) {
+            merge_check(&mut eval.checks, check);
+        }
+        let library_share = profiled["profile"]["library_share"].as_f64();
+        reference.finish();
+        candidate.finish();
+        (eval.verdict, eval.reason) = if kernels.is_empty() {
+            (
+                Verdict::NoKernel,
+                "correct, but no custom kernel (pure PyTorch)".into(),
+            )
+        } else {
+            match library_share.filter(|s| self.library_share_limit(task).is_some_and(|l| *s > l)) {
+                Some(share) => (
+                    Verdict::NoKernel,
+                    format!(
+                        "profile.library_share: {:.0} % of GPU time is in library kernels (cuBLAS, cuDNN, ATen), above the {} policy's {:.0} %",
+                        share * 100.0,
+                        cfg.library_policy.as_str(),
+                        self.library_share_limit(task).unwrap_or(0.0) * 100.0
+                    ),
+                ),
+                None => (Verdict::Pass, String::new()),
+            }
+        };
+        Ok(())
+    }
+
+    /// The largest share of GPU time library kernels may take in a submission to this task
+    /// before it counts as `no_kernel`, under the run's `--library-policy`.
+    fn library_share_limit(&self, task: &Task) -> Option<f64> {
+        match self.config.library_policy {
+            LibraryPolicy::Strict => Some(MAX_LIBRARY_SHARE),
+            LibraryPolicy::Partial => (task.id.level == 1).then_some(MAX_LIBRARY_SHARE),
+            LibraryPolicy::Any => None,
+        }
+    }
+
+    /// Every correctness trial and check before timing: the KernelBench-compatible trials (the
+    /// first with the deep checks), parameter perturbation, signed and scaled inputs, another
+    /// input shape.
+    fn verify(
+        &self,
+        task: &Task,
+        link: &mut Link<'_>,
+        eval: &mut Evaluation,
+        constants: &Value,
+    ) -> Result<(), Failed> {
+        let cfg = self.config;
+        let skipped = |why: String| (Verdict::Skipped, why);
         for index in 0..cfg.trials {
-            let trial = self.trial(
-                &mut reference,
-                &mut candidate,
+            let probe = Probe {
                 index,
-                &mut transport,
-                exchange.path(),
-            )?;
+                variant: Value::Null,
+                deep: index == 0,
+            };
+            let trial = self.trial(link, &probe, eval)?;
             if trial.uncheckable {
                 return Err(skipped(format!("trial {index}: {}", trial.reason)));
             }
@@ -471,105 +612,172 @@ impl Python<'_> {
                 return Err((Verdict::Incorrect, reason));
             }
         }
+        let mut index = cfg.trials;
         // params.perturbation: new parameter values, the same in both workers, and one more trial.
-        let perturb = json!({"cmd": "perturb", "seed": derive_seed(cfg.seed, u64::MAX)});
+        let perturb = json!({"cmd": "perturb", "seed": derive_seed(cfg.seed, PERTURB_STREAM)});
         let ours =
-            ask(&mut reference, perturb.clone(), cfg.timeouts.call).map_err(|(_, why)| {
+            ask(link.reference, perturb.clone(), cfg.timeouts.call).map_err(|(_, why)| {
                 skipped(format!(
                     "the reference failed to perturb its parameters: {why}"
                 ))
             })?;
-        let theirs = ask(&mut candidate, perturb, cfg.timeouts.call)?;
+        let theirs = ask(link.candidate, perturb, cfg.timeouts.call)?;
         if ours["shapes"] != theirs["shapes"] {
             return Err((
                 Verdict::Incorrect,
                 "params.perturbation: ModelNew's parameters differ from the task's in order or shape".into(),
             ));
         }
+        let mut variants = Vec::new();
         if ours["shapes"].as_array().is_some_and(|s| !s.is_empty()) {
-            let index = cfg.trials;
-            let trial = self.trial(
-                &mut reference,
-                &mut candidate,
+            variants.push(("params.perturbation", Value::Null));
+        }
+        variants.push((
+            "inputs.distribution_perturbation",
+            json!({"kind": "signed"}),
+        ));
+        variants.push((
+            "inputs.distribution_perturbation",
+            json!({"kind": "scaled", "factor": SCALE_FACTOR}),
+        ));
+        for (check, variant) in variants {
+            let started = Instant::now();
+            let what = variant_label(&variant);
+            let probe = Probe {
                 index,
-                &mut transport,
-                exchange.path(),
-            )?;
-            // A reference that overflows with the new values says nothing about the kernel.
-            let failed = (!trial.correct && !trial.uncheckable).then(|| {
-                format!(
-                    "params.perturbation: with new parameter values, {}",
-                    trial.reason
-                )
-            });
+                variant,
+                deep: false,
+            };
+            index += 1;
+            let trial = self.trial(link, &probe, eval)?;
+            // A reference that overflows or fails on these inputs says nothing about the kernel.
+            let outcome = match (trial.correct, trial.uncheckable) {
+                (true, _) => Outcome::Pass,
+                (false, true) => Outcome::Skip,
+                (false, false) => {
+                    let reason = format!("{check} ({what}): {}", trial.reason);
+                    eval.trials.push(trial);
+                    return Err((Verdict::Incorrect, reason));
+                }
+            };
+            merge_check(
+                &mut eval.checks,
+                Check {
+                    name: check.into(),
+                    outcome,
+                    evidence: format!(
+                        "{what}: {}",
+                        if trial.reason.is_empty() {
+                            "correct"
+                        } else {
+                            &trial.reason
+                        }
+                    ),
+                    seconds: started.elapsed().as_secs_f64(),
+                    runs: 1,
+                },
+            );
             eval.trials.push(trial);
-            if let Some(reason) = failed {
+        }
+        self.shape_perturbation(task, link, eval, constants, index)
+    }
+
+    /// `inputs.shape_perturbation`: one more trial with a size constant that only shapes the
+    /// inputs grown by one (an odd size). Wrong results there are `incorrect`; a clean refusal
+    /// (an exception) is the softer `shape_specialized` warning.
+    fn shape_perturbation(
+        &self,
+        task: &Task,
+        link: &mut Link<'_>,
+        eval: &mut Evaluation,
+        constants: &Value,
+        index: u32,
+    ) -> Result<(), Failed> {
+        const NAME: &str = "inputs.shape_perturbation";
+        let started = Instant::now();
+        let chosen = self
+            .facts
+            .get(&task.id)
+            .and_then(shape_constant)
+            .and_then(|name| Some((name, constants[name].as_i64()?)));
+        let Some((name, value)) = chosen else {
+            merge_check(
+                &mut eval.checks,
+                Check {
+                    name: NAME.into(),
+                    outcome: Outcome::Skip,
+                    evidence: "no constant that only sizes the inputs".into(),
+                    seconds: 0.0,
+                    runs: 1,
+                },
+            );
+            return Ok(());
+        };
+        let what = format!("{name}={}", value + 1);
+        let probe = Probe {
+            index,
+            variant: json!({"kind": "shape", "set": {name: value + 1}}),
+            deep: false,
+        };
+        let (outcome, evidence) = match self.trial(link, &probe, eval) {
+            Ok(trial) if trial.correct => (Outcome::Pass, format!("{what}: correct")),
+            Ok(trial) if trial.uncheckable => (Outcome::Skip, format!("{what}: {}", trial.reason)),
+            Ok(trial) => {
+                let reason = format!("{NAME} ({what}): {}", trial.reason);
+                eval.trials.push(trial);
                 return Err((Verdict::Incorrect, reason));
             }
-        }
-
-        eval.phases.correctness_s = started.elapsed().as_secs_f64();
-        let started = Instant::now();
-        eval.timing = Some(self.time(&mut reference, &mut candidate, slot)?);
-        eval.phases.timing_s = started.elapsed().as_secs_f64();
-        reference.finish();
-        candidate.finish();
-        eval.verdict = if kernels.is_empty() {
-            Verdict::NoKernel
-        } else {
-            Verdict::Pass
+            Err((Verdict::Skipped, why)) => (Outcome::Skip, format!("{what}: {why}")),
+            Err((Verdict::RuntimeError, why)) if alive(link.candidate) => (
+                Outcome::Warn,
+                format!("shape_specialized: at {what} the kernel refused: {why}"),
+            ),
+            Err((verdict, why)) => return Err((verdict, format!("{NAME} ({what}): {why}"))),
         };
-        if eval.verdict == Verdict::NoKernel {
-            eval.reason = "correct, but no custom kernel (pure PyTorch)".into();
-        }
+        merge_check(
+            &mut eval.checks,
+            Check {
+                name: NAME.into(),
+                outcome,
+                evidence,
+                seconds: started.elapsed().as_secs_f64(),
+                runs: 1,
+            },
+        );
         Ok(())
     }
 
     /// One correctness trial: fresh inputs from the trial's seed in both workers, the candidate's
-    /// outputs and inputs handed to the reference worker, compared there.
+    /// outputs and inputs handed to the reference worker, compared there. The workers' check
+    /// entries go into `eval`.
     fn trial(
         &self,
-        reference: &mut Worker,
-        candidate: &mut Worker,
-        index: u32,
-        transport: &mut &'static str,
-        exchange: &Path,
-    ) -> Result<Trial, (Verdict, String)> {
+        link: &mut Link<'_>,
+        probe: &Probe,
+        eval: &mut Evaluation,
+    ) -> Result<Trial, Failed> {
         let cfg = self.config;
-        let seed = derive_seed(cfg.seed, 2 * u64::from(index) + 1);
-        let forward_seed = derive_seed(cfg.seed, 2 * u64::from(index) + 2);
-        let out = exchange.join(format!("trial{index}.pt"));
-        let checked = loop {
-            let trial = json!({"cmd": "trial", "seed": seed, "forward_seed": forward_seed, "out": out, "transport": *transport});
-            let ran = ask(candidate, trial, cfg.timeouts.call)?;
-            let check = json!({
-                "cmd": "check", "seed": seed, "forward_seed": forward_seed, "candidate_out": out, "ipc": ran.get("ipc"),
-            });
-            match reference.request(check, cfg.timeouts.call) {
-                Ok(Reply::Ok(v)) => break v,
-                Ok(Reply::Err(e)) if e.kind == "transfer" && *transport == "ipc" => {
-                    *transport = "file"
-                }
-                Ok(Reply::Err(e)) if e.kind == "output" => {
-                    return Err((Verdict::Incorrect, e.message))
-                }
-                Ok(Reply::Err(e)) => {
-                    return Err((
-                        Verdict::Skipped,
-                        format!("the reference failed: {}", e.message),
-                    ))
-                }
-                Err(f) => {
-                    return Err((
-                        Verdict::Skipped,
-                        format!("the reference worker failed: {f}"),
-                    ))
-                }
-            }
-        };
-        let _ = std::fs::remove_file(&out);
+        let seed = derive_seed(cfg.seed, 2 * u64::from(probe.index) + 1);
+        let forward_seed = derive_seed(cfg.seed, 2 * u64::from(probe.index) + 2);
+        let request = json!({
+            "cmd": "trial", "seed": seed, "forward_seed": forward_seed,
+            "variant": probe.variant, "deep": probe.deep,
+        });
+        let check = json!({
+            "cmd": "check", "seed": seed, "forward_seed": forward_seed,
+            "variant": probe.variant, "deep": probe.deep,
+        });
+        let (ran, checked) = link.exchange(
+            request,
+            |_| Some(check.clone()),
+            cfg.timeouts.call,
+            &format!("trial{}.pt", probe.index),
+        )?;
+        for c in reply_checks(&ran).into_iter().chain(reply_checks(&checked)) {
+            merge_check(&mut eval.checks, c);
+        }
         Ok(Trial {
-            index,
+            index: probe.index,
             correct: checked["correct"] == true,
             uncheckable: checked["uncheckable"] == true,
             reason: checked["reason"].as_str().unwrap_or_default().to_string(),
@@ -578,242 +786,130 @@ impl Python<'_> {
         })
     }
 
-    /// Interleaved rounds of reference (A) and candidate (C) blocks: A C C A, then C A A C.
-    fn time(
+    /// `timing.timed_output_check`: the candidate's kept output of its last timed block, checked
+    /// by the reference worker against the inputs kbench derives for that sample itself.
+    fn timed_check(
         &self,
         reference: &mut Worker,
         candidate: &mut Worker,
-        slot: usize,
-    ) -> Result<Timing, (Verdict, String)> {
-        let cfg = self.config;
-        let seed = derive_seed(cfg.seed, 0);
-        if cfg.mode == Mode::KernelBench {
-            return self.time_kernelbench(reference, candidate, seed);
-        }
-        let mut arms = [(Vec::new(), Vec::new()), (Vec::new(), Vec::new())];
-        let mut telemetry = Vec::new();
-        // At least two rounds: rounds are the bootstrap's unit.
-        let block = (cfg.samples / 4).clamp(1, BLOCK);
-        let rounds = cfg.samples.div_ceil(2 * block).max(2);
-        // Rounds under hardware or thermal slowdown are discarded and taken again, up to a point.
-        let (mut kept, mut attempts) = (0, 0);
-        while kept < rounds && attempts < 3 * rounds {
-            let round = kept;
-            attempts += 1;
-            let order: [usize; 4] = if round % 2 == 0 {
-                [0, 1, 1, 0]
-            } else {
-                [1, 0, 0, 1]
-            };
-            let mut taken: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-            for arm in order {
-                let request = json!({"cmd": "time", "n": block, "seed": seed, "mode": "offline"});
-                let reply = if arm == 0 {
-                    ask(reference, request, cfg.timeouts.call).map_err(|(_, why)| {
-                        (
-                            Verdict::Skipped,
-                            format!("the reference failed while timed: {why}"),
-                        )
-                    })?
-                } else {
-                    ask(candidate, request, cfg.timeouts.call)?
-                };
-                taken[arm].extend(samples_of(&reply)?);
-            }
-            let reading = self.read_gpu(slot);
-            let tag = reading.map(|(t, max)| t.tag(max));
-            if let Some((t, _)) = reading {
-                telemetry.push(RoundTelemetry {
-                    round,
-                    reading: t,
-                    tag: tag.unwrap_or(RoundTag::Clean),
-                });
-            }
-            if tag == Some(RoundTag::Slowdown) {
-                std::thread::sleep(SLOWDOWN_PAUSE);
-                continue;
-            }
-            for (arm, samples) in taken.into_iter().enumerate() {
-                arms[arm]
-                    .1
-                    .extend(std::iter::repeat_n(round, samples.len()));
-                arms[arm].0.extend(samples);
-            }
-            kept += 1;
-        }
-        if kept < 2 {
-            return Err((
-                Verdict::Skipped,
-                "the GPU stayed in hardware or thermal slowdown: no clean rounds".into(),
-            ));
-        }
-        let arm = |(samples_ms, rounds): (Vec<f64>, Vec<u32>)| Arm {
-            median_ms: stats::median(&samples_ms),
-            samples_ms,
-            rounds,
+        base: u64,
+        transport: &mut &'static str,
+        exchange: &Path,
+    ) -> Result<Check, Failed> {
+        const NAME: &str = "timing.timed_output_check";
+        let started = Instant::now();
+        let mut link = Link {
+            reference,
+            candidate,
+            transport,
+            exchange,
         };
-        let [a, c] = arms;
-        let (reference, candidate) = (arm(a), arm(c));
-        let mut timing = summarize_timing(method(cfg), reference, candidate, seed, cfg.delta);
-        timing.rounds_discarded = attempts - kept;
-        timing.telemetry = telemetry;
-        Ok(timing)
-    }
-
-    /// Upstream KernelBench's loop: all candidate samples, then all reference samples (its
-    /// order), each after a write flush with no blocker; the speedup is the ratio of means with
-    /// a Fieller interval. For comparison with published numbers, not for decisions.
-    fn time_kernelbench(
-        &self,
-        reference: &mut Worker,
-        candidate: &mut Worker,
-        seed: u64,
-    ) -> Result<Timing, (Verdict, String)> {
-        let cfg = self.config;
-        let request = json!({"cmd": "time", "n": cfg.samples, "seed": seed, "mode": "kernelbench"});
-
-        let cand = samples_of(&ask(candidate, request.clone(), cfg.timeouts.call)?)?;
-        let refs = samples_of(&ask(reference, request, cfg.timeouts.call).map_err(
-            |(_, why)| {
-                (
-                    Verdict::Skipped,
-                    format!("the reference failed while timed: {why}"),
-                )
+        let mut sample = None;
+        let outcome = link.exchange(
+            json!({"cmd": "timed_check"}),
+            |ran| {
+                // Set on every attempt: a retry after an IPC failure finds nothing kept.
+                sample = ran["index"].as_u64();
+                let k = sample?;
+                let seed = derive_seed(base, k);
+                Some(json!({"cmd": "check", "seed": seed, "forward_seed": derive_seed(seed, 0), "timed": true}))
             },
-        )?)?;
-        let arm = |samples_ms: Vec<f64>| Arm {
-            median_ms: stats::median(&samples_ms),
-            rounds: vec![0; samples_ms.len()],
-            samples_ms,
+            self.config.timeouts.call,
+            "timed.pt",
+        );
+        let check = |outcome, evidence| Check {
+            name: NAME.into(),
+            outcome,
+            evidence,
+            seconds: started.elapsed().as_secs_f64(),
+            runs: 1,
         };
-        let mut timing = summarize_timing(method(cfg), arm(refs), arm(cand), seed, cfg.delta);
-        let means = stats::Samples::new(timing.reference.samples_ms.clone()).and_then(|r| {
-            Ok(stats::ratio_of_means(
-                &r,
-                &stats::Samples::new(timing.candidate.samples_ms.clone())?,
-                CI_LEVEL,
-            ))
-        });
-        timing.speedup = timing.mean_ratio;
-        match means.ok().and_then(|m| m.ci) {
-            Some(ci) => {
-                (timing.speedup_ci_low, timing.speedup_ci_high) = (ci.low, ci.high);
-                timing.label = stats::decide(ci.low, ci.high, cfg.delta);
+        let Some(k) = sample else {
+            outcome?;
+            return Ok(check(Outcome::Skip, "no output kept".into()));
+        };
+        match outcome {
+            Ok((_, v)) if v["correct"] == true => {
+                Ok(check(Outcome::Pass, format!("timed call {k}: correct")))
             }
-            None => {
-                (timing.speedup_ci_low, timing.speedup_ci_high) = (0.0, f64::MAX);
-                timing.label = stats::Decision::Inconclusive;
+            Ok((_, v)) if v["uncheckable"] == true => Ok(check(
+                Outcome::Skip,
+                format!("timed call {k}: the reference's output is not finite"),
+            )),
+            Ok((_, v)) => Err((
+                Verdict::Cheat,
+                format!(
+                    "{NAME}: timed call {k}: {}",
+                    v["reason"].as_str().unwrap_or("wrong output")
+                ),
+            )),
+            Err((Verdict::Incorrect, why)) => {
+                Err((Verdict::Cheat, format!("{NAME}: timed call {k}: {why}")))
             }
+            Err(e) => Err(e),
         }
-        Ok(timing)
-    }
-
-    /// This slot's GPU telemetry and maximum SM clock, when NVML can be read.
-    fn read_gpu(&self, slot: usize) -> Option<(Telemetry, Option<u32>)> {
-        let mut gpu = self.gpus.get(slot)?.as_ref()?.lock().ok()?;
-        let max = gpu.max_sm_mhz().ok();
-        gpu.read().ok().map(|t| (t, max))
     }
 }
 
-/// The samples of a timing reply: finite, non-negative milliseconds, or the worker is broken.
-fn samples_of(reply: &Value) -> Result<Vec<f64>, (Verdict, String)> {
-    let samples: Vec<f64> = serde_json::from_value(reply["samples_ms"].clone())
-        .map_err(|e| (Verdict::Crashed, format!("malformed timing reply: {e}")))?;
-    if samples.iter().any(|s| !s.is_finite() || *s < 0.0) {
-        return Err((
-            Verdict::Crashed,
-            "timing reply holds a negative or non-finite time".into(),
-        ));
-    }
-    Ok(samples)
+/// The two workers of an evaluation and how outputs travel between them.
+struct Link<'l> {
+    reference: &'l mut Worker,
+    candidate: &'l mut Worker,
+    /// "ipc" (CUDA IPC) or "file"; IPC that fails once falls back to files for the evaluation.
+    transport: &'l mut &'static str,
+    exchange: &'l Path,
 }
 
-fn method(cfg: &Config) -> String {
-    match (cfg.mode, cfg.device) {
-        (Mode::Offline, Device::Cuda) => "cuda_events_flush_blocker".into(),
-        (Mode::KernelBench, Device::Cuda) => "kernelbench_events_write_flush".into(),
-        (Mode::Offline, Device::Cpu) => "cpu_perf_counter".into(),
-        (Mode::KernelBench, Device::Cpu) => "kernelbench_cpu_perf_counter".into(),
+impl Link<'_> {
+    /// Ask the candidate for outputs (`request`, to which the transport and a file name are
+    /// added), then have the reference check them with the request `check` makes from the
+    /// candidate's reply (None: nothing to check). Returns both replies.
+    fn exchange(
+        &mut self,
+        request: Value,
+        mut check: impl FnMut(&Value) -> Option<Value>,
+        deadline: Duration,
+        file: &str,
+    ) -> Result<(Value, Value), Failed> {
+        let out = self.exchange.join(file);
+        loop {
+            let mut asked = request.clone();
+            asked["out"] = json!(out);
+            asked["transport"] = json!(*self.transport);
+            let ran = ask(self.candidate, asked, deadline)?;
+            let Some(mut body) = check(&ran) else {
+                return Ok((ran, Value::Null));
+            };
+            body["candidate_out"] = json!(out);
+            body["ipc"] = ran.get("ipc").cloned().unwrap_or(Value::Null);
+            let result = match self.reference.request(body, deadline) {
+                Ok(Reply::Ok(v)) => Ok((ran, v)),
+                Ok(Reply::Err(e)) if e.kind == "transfer" && *self.transport == "ipc" => {
+                    *self.transport = "file";
+                    continue;
+                }
+                Ok(Reply::Err(e)) if e.kind == "output" => Err((Verdict::Incorrect, e.message)),
+                Ok(Reply::Err(e)) => Err((
+                    Verdict::Skipped,
+                    format!("the reference failed: {}", e.message),
+                )),
+                Err(f) => Err((
+                    Verdict::Skipped,
+                    format!("the reference worker failed: {f}"),
+                )),
+            };
+            let _ = std::fs::remove_file(&out);
+            return result;
+        }
     }
 }
 
-/// The statistics of one comparison: paired bootstrap over rounds for the speedup and its
-/// interval, Hodges-Lehmann and Mann-Whitney as cross-checks, the decision label. Samples the
-/// checked types reject (e.g. a 0 ms event time) fall back to an unpaired bootstrap with no
-/// cross-checks and an INCONCLUSIVE label.
-fn summarize_timing(
-    method: String,
-    reference: Arm,
-    candidate: Arm,
-    seed: u64,
-    delta: f64,
-) -> Timing {
-    let paired = stats::Rounds::from_tagged(
-        &reference.samples_ms,
-        &reference.rounds,
-        &candidate.samples_ms,
-        &candidate.rounds,
-    )
-    .map(|rounds| stats::paired_speedup(&rounds, BOOTSTRAP_RESAMPLES, CI_LEVEL, seed).speedup);
-    let arms = stats::Samples::new(reference.samples_ms.clone())
-        .and_then(|r| Ok((r, stats::Samples::new(candidate.samples_ms.clone())?)));
-    let (s, label) = match &paired {
-        Ok(s) => (*s, s.decision(delta)),
-        Err(_) => {
-            let s = stats::speedup(
-                &reference.samples_ms,
-                &candidate.samples_ms,
-                BOOTSTRAP_RESAMPLES,
-                CI_LEVEL,
-                seed,
-            );
-            (s, stats::Decision::Inconclusive)
-        }
-    };
-    let mut warnings = Vec::new();
-    let (hodges_lehmann, p_faster) = match &arms {
-        Ok((r, c)) => {
-            for (name, arm) in [("reference", r), ("candidate", c)] {
-                let text = |w| {
-                    serde_json::to_value(w)
-                        .ok()
-                        .and_then(|v| v.as_str().map(String::from))
-                };
-                warnings.extend(
-                    stats::sample_warnings(arm)
-                        .into_iter()
-                        .filter_map(text)
-                        .map(|w| format!("{name}: {w}")),
-                );
-            }
-            (
-                Some(stats::hodges_lehmann(r, c, CI_LEVEL)),
-                Some(stats::mann_whitney(r, c).p_faster),
-            )
-        }
-        Err(e) => {
-            warnings.push(format!("samples not usable for rank statistics: {e}"));
-            (None, None)
-        }
-    };
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    Timing {
-        method,
-        mean_ratio: mean(&reference.samples_ms) / mean(&candidate.samples_ms),
-        reference,
-        candidate,
-        speedup: s.ratio,
-        speedup_ci_low: s.ci_low,
-        speedup_ci_high: s.ci_high,
-        ci_level: CI_LEVEL,
-        label,
-        delta,
-        hodges_lehmann,
-        p_faster,
-        warnings,
-        rounds_discarded: 0,
-        telemetry: Vec::new(),
+fn variant_label(variant: &Value) -> String {
+    match variant["kind"].as_str() {
+        None => "new parameter values".into(),
+        Some("scaled") => format!("inputs scaled by {}", variant["factor"]),
+        Some("signed") => "signed inputs (2x - 1 where the inputs are non-negative)".into(),
+        Some(other) => other.into(),
     }
 }
 
@@ -851,57 +947,22 @@ mod tests {
             seeds.iter().all(|s| *s < 1 << 53),
             "seeds must survive JSON as exact numbers"
         );
-    }
-
-    fn arm(samples_ms: Vec<f64>) -> Arm {
-        let rounds = (0..samples_ms.len() as u32).map(|i| i / 4).collect();
-        Arm {
-            median_ms: stats::median(&samples_ms),
-            samples_ms,
-            rounds,
-        }
+        // The worker derives timed calls' seeds the same way (timing.py derive_seed(42, 3)).
+        assert_eq!(derive_seed(42, 3), 542_934_981_142_619);
     }
 
     #[test]
-    fn a_twice_as_fast_candidate_is_labeled_faster() {
-        let reference: Vec<f64> = (0..40).map(|i| 2.0 + f64::from(i % 5) * 0.002).collect();
-        let candidate: Vec<f64> = (0..40).map(|i| 1.0 + f64::from(i % 3) * 0.001).collect();
-        let t = summarize_timing(
-            "test".into(),
-            arm(reference),
-            arm(candidate),
-            1,
-            stats::DELTA_DEDICATED,
+    fn shape_perturbation_prefers_a_batch_size() {
+        let facts = |names: &[&str]| TaskFacts {
+            input_only_constants: names.iter().map(|n| n.to_string()).collect(),
+            ..TaskFacts::default()
+        };
+        assert_eq!(
+            shape_constant(&facts(&["dim", "batch_size"])),
+            Some("batch_size")
         );
-        assert!((t.speedup - 2.004 / 1.001).abs() < 1e-9, "{t:?}");
-        assert_eq!(t.label, stats::Decision::Faster);
-        let hl = t.hodges_lehmann.unwrap();
-        assert!((hl.ratio - 2.0).abs() < 0.02, "{hl:?}");
-        assert!(t.p_faster.unwrap() < 1e-6);
-        // The same samples on both arms are SAME, never FASTER or SLOWER.
-        let same: Vec<f64> = (0..40).map(|i| 1.0 + f64::from(i % 7) * 0.0005).collect();
-        let t = summarize_timing(
-            "test".into(),
-            arm(same.clone()),
-            arm(same),
-            1,
-            stats::DELTA_DEDICATED,
-        );
-        assert_eq!(t.label, stats::Decision::Same, "{t:?}");
-    }
-
-    #[test]
-    fn unusable_samples_give_an_inconclusive_label() {
-        let t = summarize_timing(
-            "test".into(),
-            arm(vec![1.0; 8]),
-            arm(vec![0.0; 8]),
-            1,
-            stats::DELTA_DEDICATED,
-        );
-        assert_eq!(t.label, stats::Decision::Inconclusive);
-        assert!(t.hodges_lehmann.is_none() && t.p_faster.is_none());
-        assert_eq!(t.warnings.len(), 1);
+        assert_eq!(shape_constant(&facts(&["shape[0]", "dim"])), Some("dim"));
+        assert_eq!(shape_constant(&facts(&["shape[1]"])), None);
     }
 
     #[test]
@@ -925,5 +986,7 @@ mod tests {
             failure_verdict(&Failure::Exited("signal 11".into())),
             Verdict::Crashed
         );
+        let forged = format!("{}: no nonce", crate::worker::protocol::FORGED);
+        assert_eq!(failure_verdict(&Failure::Protocol(forged)), Verdict::Cheat);
     }
 }

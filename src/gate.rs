@@ -9,14 +9,23 @@ pub struct Gate {
     pub failures: Vec<String>,
 }
 
-/// Fail on every failed verdict, and on correct kernels below `min_speedup` when given.
-/// `no_kernel` and `skipped` do not fail the gate: they are reported.
+/// Fail on every failed verdict, on timings the speed of light rules out (`Timing::invalid`,
+/// whatever the verdict: a correct result timed impossibly fast is not a result), and on correct
+/// kernels below `min_speedup` when given. `no_kernel` and `skipped` do not fail the gate
+/// otherwise: they are reported.
 pub fn judge(record: &RunRecord, min_speedup: Option<f64>) -> Gate {
     let mut gate = Gate::default();
     for e in &record.evaluations {
         if e.verdict.is_failure() {
             gate.failures
                 .push(format!("{} {}: {}", e.label(), e.file, e.verdict));
+        } else if let Some(t) = e.timing.as_ref().filter(|t| t.invalid) {
+            gate.failures.push(format!(
+                "{} {}: timing invalid ({} % SOL)",
+                e.label(),
+                e.file,
+                t.percent_sol.map_or("?".into(), |p| format!("{p:.0}"))
+            ));
         } else if let (Some(min), Some(t), true) =
             (min_speedup, &e.timing, e.verdict == Verdict::Pass)
         {
@@ -36,13 +45,38 @@ pub fn judge(record: &RunRecord, min_speedup: Option<f64>) -> Gate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::tests::sample_record;
 
     #[test]
     fn gate_fails_on_failures_and_slow_kernels_only() {
-        let record = crate::report::tests::sample_record();
-        // incorrect + timeout fail; no_kernel and skipped do not; pass at 2.0x is fine.
+        let record = sample_record();
+        // incorrect + timeout fail; no_kernel and skipped do not; passes at 1.25x-2.5x are fine.
         assert_eq!(judge(&record, None).failures.len(), 2);
-        // with a 3x floor the 2.0x pass fails too; no_kernel is not held to it.
-        assert_eq!(judge(&record, Some(3.0)).failures.len(), 3);
+        // with a 3x floor the four passes fail too; no_kernel is not held to it.
+        assert_eq!(judge(&record, Some(3.0)).failures.len(), 6);
+    }
+
+    #[test]
+    fn gate_fails_on_timings_faster_than_light() {
+        let mut record = sample_record();
+        let honest = record
+            .evaluations
+            .iter_mut()
+            .find(|e| e.file.ends_with("honest.py"))
+            .unwrap();
+        let t = honest.timing.as_mut().unwrap();
+        t.invalid = true;
+        t.percent_sol = Some(250.0);
+        let gate = judge(&record, None);
+        assert_eq!(gate.failures.len(), 3);
+        assert_eq!(
+            gate.failures[0],
+            "level1/19_Task level1/19_ReLU/honest.py: timing invalid (250 % SOL)"
+        );
+        // a no_kernel result timed impossibly fast fails too
+        let mut record = sample_record();
+        record.evaluations = vec![crate::report::tests::sample_evaluation("76_Gemm.py")];
+        record.evaluations[0].timing.as_mut().unwrap().invalid = true;
+        assert_eq!(judge(&record, None).failures.len(), 1);
     }
 }

@@ -21,10 +21,12 @@ pub mod probe;
 pub mod record;
 pub mod report;
 pub mod schedule;
+pub mod sol;
 pub mod stats;
 pub mod submission;
 pub mod task;
 pub mod taskfacts;
+pub mod timing;
 pub mod verdict;
 pub mod worker;
 
@@ -96,7 +98,9 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
         let cache = config::cache_dir();
         let worker_path = worker::python::worker_path(&cache)?;
         let bar = indicatif::ProgressBar::new(tasks.len() as u64);
-        let facts = taskfacts::collect(&tasks, &python, &worker_path, &cache, |_| bar.inc(1))?;
+        let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let facts =
+            taskfacts::collect(&tasks, &python, &worker_path, &cache, jobs, |_| bar.inc(1))?;
         bar.finish_and_clear();
         print!("{}", taskfacts::render(&tasks, &facts));
     } else {
@@ -157,7 +161,17 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
     }
     // Held for the whole run: dropping them (or a termination signal) restores the clocks.
     let _clock_locks = lock_clocks(&config)?;
+    // Speed-of-light ceilings of this machine (measured once per GPU, cached).
+    let ceilings = match (config.device, config.gpus.first()) {
+        (config::Device::Cuda, Some(&gpu)) => {
+            sol::load_or_measure(&config.python, &worker_path, &cache, &probe, gpu)
+                .map_err(|e| eprintln!("kbench: speed-of-light check off: {e}"))
+                .ok()
+        }
+        _ => None,
+    };
     let mut record = start_record(&config, &probe, found.unmatched)?;
+    record.environment.ceilings = ceilings.clone();
     std::fs::create_dir_all(out.join("logs")).map_err(|e| Error::write(out, e))?;
     let done: std::collections::HashSet<(String, String)> = record
         .evaluations
@@ -194,12 +208,28 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
         .zip(scanned)
         .map(|((_, s), r)| (s.file.clone(), r.at_least(&check::Severity::Warning)))
         .collect();
+    // Facts of the tasks at hand (cached per task file): the constants a shape perturbation may
+    // change, and degenerate-task flags recorded with each result.
+    let mut at_hand: Vec<Task> = work.iter().map(|(t, _)| t.clone()).collect();
+    at_hand.dedup_by_key(|t| t.id);
+    let bar = indicatif::ProgressBar::new(at_hand.len() as u64).with_message("task facts");
+    let facts = taskfacts::collect(
+        &at_hand,
+        &config.python,
+        &worker_path,
+        &cache,
+        config.jobs,
+        |_| bar.inc(1),
+    )?;
+    bar.finish_and_clear();
+    let facts: std::collections::HashMap<_, _> = at_hand.iter().map(|t| t.id).zip(facts).collect();
     let build_key = format!(
         "torch {} arch {}",
         probe.torch().unwrap_or_default(),
         config.cuda_arch_list
     );
-    let backend = evaluate::Python::new(&config, worker_path, build_key);
+    let task_facts = facts.clone();
+    let backend = evaluate::Python::new(&config, worker_path, build_key, facts);
     let progress = report::console::Progress::new(work.len());
     let mut built = 0;
     let mut write_error = None;
@@ -215,6 +245,9 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
             }
             Event::Evaluated(mut e) => {
                 e.findings = findings.remove(&e.file).unwrap_or_default();
+                let facts = task_facts.get(&e.task);
+                e.task_flags = facts.map(|f| f.degenerate.clone()).unwrap_or_default();
+                sol::annotate(&mut e, facts, ceilings.as_ref(), config.precision);
                 progress.evaluated(&e);
                 record.evaluations.push(*e);
                 record
@@ -230,6 +263,7 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
     if let Some(err) = write_error {
         return Err(err);
     }
+    report::write_summary(&record, out)?;
     let gate = gate::judge(&record, config.min_speedup);
     print!("{}", report::console::final_report(&record, &gate, out));
     Ok(ExitCode::from(if gate.failures.is_empty() {

@@ -101,6 +101,7 @@ impl Probe {
             driver: nvml_driver().ok(),
             gpus: self.facts["gpus"].as_array().cloned().unwrap_or_default(),
             cpu: s("cpu"),
+            ceilings: None,
         }
     }
 }

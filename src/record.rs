@@ -34,6 +34,9 @@ pub struct Environment {
     pub driver: Option<String>,
     pub gpus: Vec<Value>,
     pub cpu: Option<String>,
+    /// Copy bandwidth and GEMM rates measured at start-up, behind every %SOL of the run.
+    #[serde(default)]
+    pub ceilings: Option<crate::sol::Ceilings>,
 }
 
 /// The settings that decide the numbers; a resumed run must have the same.
@@ -45,10 +48,15 @@ pub struct RecordedConfig {
     pub atol: f64,
     pub rtol: f64,
     pub trials: u32,
-    pub samples: u32,
+    pub ci_target: f64,
+    pub max_samples: u32,
+    pub budget_s: f64,
     /// Timing mode: "offline" (kbench's protocol) or "kernelbench" (upstream's loop).
     pub mode: String,
-    pub seed: u64,
+    #[serde(default)]
+    pub library_policy: String,
+    /// None when the seed was secret.
+    pub seed: Option<u64>,
     pub overrides: Value,
 }
 
@@ -88,6 +96,50 @@ pub struct Trial {
     pub max_rel_diff: Option<f64>,
 }
 
+/// How a runtime check ended; ordered from least to most severe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Skip,
+    Pass,
+    Warn,
+    Fail,
+}
+
+/// One named runtime check (verifier.md's names, e.g. `timing.stream_join`) and its evidence.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    pub name: String,
+    pub outcome: Outcome,
+    pub evidence: String,
+    /// Time the check cost, outside any timed region.
+    #[serde(default)]
+    pub seconds: f64,
+    /// How many times it ran in this evaluation (trials, timed blocks).
+    #[serde(default = "one")]
+    pub runs: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Add a check's result under its name: runs and seconds add up, the worst outcome and its
+/// evidence stay.
+pub fn merge_check(checks: &mut Vec<Check>, check: Check) {
+    match checks.iter_mut().find(|c| c.name == check.name) {
+        Some(seen) => {
+            seen.runs += check.runs;
+            seen.seconds += check.seconds;
+            if check.outcome > seen.outcome {
+                seen.outcome = check.outcome;
+                seen.evidence = check.evidence;
+            }
+        }
+        None => checks.push(check),
+    }
+}
+
 /// Raw timing samples (ms) of one arm, in the order they were taken, with the round of each.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Arm {
@@ -122,6 +174,52 @@ pub struct Timing {
     pub rounds_discarded: u32,
     /// NVML readings after each round (empty without NVML, e.g. on the CPU).
     pub telemetry: Vec<RoundTelemetry>,
+    /// Why sampling ended: "precision" (--ci-target reached), "max_samples" or "budget".
+    #[serde(default)]
+    pub stopped: String,
+    /// Half-width of the speedup's interval relative to the speedup (0.01 = ±1 %).
+    #[serde(default)]
+    pub ci_half_width: f64,
+    /// The blocker ahead of each call (µs) and the samples whose host submission outlasted it.
+    #[serde(default)]
+    pub blocker_us: f64,
+    #[serde(default)]
+    pub blocker_overflows: u32,
+    /// Median SM clock per arm (NVML, read after each block of samples).
+    #[serde(default)]
+    pub reference_sm_mhz: Option<f64>,
+    #[serde(default)]
+    pub candidate_sm_mhz: Option<f64>,
+    /// The speedup in SM cycles, given when the arms' clocks differ by more than 2 %.
+    #[serde(default)]
+    pub cycle_speedup: Option<f64>,
+    /// Host wall time (ms) of calls between device-wide synchronizations, no blocker.
+    #[serde(default)]
+    pub audit: Option<Audit>,
+    /// The task's speed of light on this machine (ms, `sol::t_sol_ms`); None without measured
+    /// ceilings or task facts.
+    #[serde(default)]
+    pub sol_ms: Option<f64>,
+    /// `sol_ms` over the candidate's median, in percent (timing.md 10.4 item 18).
+    #[serde(default)]
+    pub percent_sol: Option<f64>,
+    /// `sol_ms` over the reference's median, in percent: how close eager PyTorch gets.
+    #[serde(default)]
+    pub reference_percent_sol: Option<f64>,
+    /// The times cannot be right (the candidate ran faster than the speed of light): the gate
+    /// fails the evaluation and the suite aggregates leave its speedup out.
+    #[serde(default)]
+    pub invalid: bool,
+}
+
+/// Audit samples (timing.md step 9): what events cannot see, such as work on another stream.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Audit {
+    pub reference_ms: Vec<f64>,
+    pub candidate_ms: Vec<f64>,
+    /// The candidate's wall time exceeded its event time by more than allowed: the speedup
+    /// above is then computed from audit samples (method "audit_wall_clock").
+    pub flagged: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -158,6 +256,13 @@ pub struct Evaluation {
     #[serde(default)]
     pub findings: Vec<crate::check::Finding>,
     pub trials: Vec<Trial>,
+    /// Runtime checks with their evidence, one per check name (the worst outcome seen).
+    #[serde(default)]
+    pub checks: Vec<Check>,
+    /// Degenerate-task flags from the task's facts (constant_output, identity, ...): a result on
+    /// such a task is never counted as a win.
+    #[serde(default)]
+    pub task_flags: Vec<String>,
     pub timing: Option<Timing>,
     /// Worker logs kept for this evaluation, relative to the output folder.
     pub logs: Vec<String>,

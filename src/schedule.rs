@@ -182,6 +182,8 @@ mod tests {
                 build: Some(build.clone()),
                 findings: Vec::new(),
                 trials: Vec::new(),
+                checks: Vec::new(),
+                task_flags: Vec::new(),
                 timing: None,
                 logs: Vec::new(),
                 phases: Default::default(),

@@ -50,79 +50,114 @@ fn cache_key(task: &Task) -> Result<String> {
     Ok(format!("{:x}", h.finalize()))
 }
 
-/// Facts for every task, from the cache or computed by one inspect worker; `progress` is
-/// called after each task.
+/// Facts for every task, in order, from the cache or computed by up to `jobs` inspect workers
+/// in parallel; `progress` is called after each task.
 pub fn collect(
     tasks: &[Task],
     python: &str,
     worker_path: &Path,
     cache: &Path,
-    mut progress: impl FnMut(&Task),
+    jobs: usize,
+    progress: impl Fn(&Task) + Sync,
 ) -> Result<Vec<TaskFacts>> {
     let dir = cache.join("taskfacts");
     std::fs::create_dir_all(&dir).map_err(|e| Error::write(&dir, e))?;
-    let mut worker: Option<Worker> = None;
-    let mut out = Vec::with_capacity(tasks.len());
-    for task in tasks {
-        let file = dir.join(format!("{}.json", cache_key(task)?));
-        let cached = std::fs::read(&file)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<TaskFacts>(&b).ok());
-        let facts = match cached {
-            Some(f) => f,
-            None => {
-                if worker.is_none() {
-                    let spec = Spawn::role(
-                        python,
-                        worker_path,
-                        "inspect",
-                        dir.join("inspect.log"),
-                        dir.clone(),
-                    )
-                    .env("CUDA_VISIBLE_DEVICES", "");
-                    worker = Some(Worker::spawn(&spec).map_err(|e| Error::Python {
-                        python: python.into(),
-                        message: e.to_string(),
-                    })?);
+    let keys = tasks.iter().map(cache_key).collect::<Result<Vec<_>>>()?;
+    let mut out: Vec<Option<TaskFacts>> = keys
+        .iter()
+        .map(|key| {
+            std::fs::read(dir.join(format!("{key}.json")))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<TaskFacts>(&b).ok())
+        })
+        .collect();
+    let todo: Vec<usize> = (0..tasks.len()).filter(|i| out[*i].is_none()).collect();
+    for (task, facts) in tasks.iter().zip(&out) {
+        if facts.is_some() {
+            progress(task);
+        }
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let computed = std::sync::Mutex::new(Vec::new());
+    let workers = jobs.clamp(1, todo.len().max(1));
+    std::thread::scope(|s| {
+        for n in 0..workers {
+            let (dir, todo, next, computed, progress) = (&dir, &todo, &next, &computed, &progress);
+            s.spawn(move || {
+                let mut worker: Option<Worker> = None;
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(&index) = todo.get(i) else { break };
+                    let facts = inspect(&mut worker, &tasks[index], python, worker_path, dir, n);
+                    progress(&tasks[index]);
+                    computed.lock().expect("facts lock").push((index, facts));
                 }
-                let w = worker.as_mut().expect("started above");
-                let facts = match w.request(
-                    json!({"cmd": "inspect", "task": task.path}),
-                    INSPECT_DEADLINE,
-                ) {
-                    Ok(Reply::Ok(v)) => {
-                        serde_json::from_value(v["facts"].clone()).map_err(|e| {
-                            Error::Other(format!("read facts of {}: {e}", task.label()))
-                        })?
-                    }
-                    Ok(Reply::Err(e)) => TaskFacts {
-                        errors: vec![e.message],
-                        ..TaskFacts::default()
-                    },
-                    Err(f) => {
-                        // The worker is gone; the next task starts a new one.
-                        worker = None;
-                        TaskFacts {
-                            errors: vec![f.to_string()],
-                            ..TaskFacts::default()
-                        }
-                    }
-                };
-                if facts.errors.is_empty() {
-                    let bytes = serde_json::to_vec_pretty(&facts)
-                        .map_err(|e| Error::Other(e.to_string()))?;
-                    std::fs::write(&file, bytes).map_err(|e| Error::write(&file, e))?;
+                if let Some(w) = worker {
+                    w.finish();
                 }
-                facts
+            });
+        }
+    });
+    for (index, facts) in computed.into_inner().expect("facts lock") {
+        let facts = facts?;
+        if facts.errors.is_empty() {
+            let file = dir.join(format!("{}.json", keys[index]));
+            let bytes =
+                serde_json::to_vec_pretty(&facts).map_err(|e| Error::Other(e.to_string()))?;
+            std::fs::write(&file, bytes).map_err(|e| Error::write(&file, e))?;
+        }
+        out[index] = Some(facts);
+    }
+    Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+}
+
+/// One task's facts from an inspect worker (started on first use, restarted after a failure).
+fn inspect(
+    worker: &mut Option<Worker>,
+    task: &Task,
+    python: &str,
+    worker_path: &Path,
+    dir: &Path,
+    n: usize,
+) -> Result<TaskFacts> {
+    if worker.is_none() {
+        let spec = Spawn::role(
+            python,
+            worker_path,
+            "inspect",
+            dir.join(format!("inspect-{n}.log")),
+            dir.to_path_buf(),
+        )
+        .env("CUDA_VISIBLE_DEVICES", "")
+        // Parallel workers share the cores: one torch thread each.
+        .env("OMP_NUM_THREADS", "1");
+        *worker = Some(Worker::spawn(&spec).map_err(|e| Error::Python {
+            python: python.into(),
+            message: e.to_string(),
+        })?);
+    }
+    let w = worker.as_mut().expect("started above");
+    Ok(
+        match w.request(
+            json!({"cmd": "inspect", "task": task.path}),
+            INSPECT_DEADLINE,
+        ) {
+            Ok(Reply::Ok(v)) => serde_json::from_value(v["facts"].clone())
+                .map_err(|e| Error::Other(format!("read facts of {}: {e}", task.label())))?,
+            Ok(Reply::Err(e)) => TaskFacts {
+                errors: vec![e.message],
+                ..TaskFacts::default()
+            },
+            Err(f) => {
+                // The worker is gone; the next task starts a new one.
+                *worker = None;
+                TaskFacts {
+                    errors: vec![f.to_string()],
+                    ..TaskFacts::default()
+                }
             }
-        };
-        progress(task);
-        out.push(facts);
-    }
-    if let Some(w) = worker {
-        w.finish();
-    }
-    Ok(out)
+        },
+    )
 }
 
 fn mib(bytes: Option<u64>) -> String {

@@ -1,6 +1,7 @@
-//! End to end on the CPU with the real workers: every fixture gets its expected verdict
-//! (tests/fixtures/cpu/expected.toml), the run finishes, the reports agree, exit codes hold,
-//! and --resume continues without redoing work. Needs the project venv (tests/setup-python.sh)
+//! End to end on the CPU with the real workers: every fixture gets its expected verdict, with
+//! the named check as evidence where one is given (tests/fixtures/cpu/expected.toml: the CPU
+//! part of the adversarial corpus, cheats per class, honest kernels and faults), the run
+//! finishes, the reports agree, exit codes hold, and --resume continues without redoing work. Needs the project venv (tests/setup-python.sh)
 //! or KBENCH_PYTHON pointing at a Python with torch.
 
 use std::collections::BTreeMap;
@@ -27,8 +28,8 @@ fn eval(dir: &Path, out: &Path, extra: &[&str]) -> Output {
             "small",
             "--trials",
             "2",
-            "--samples",
-            "4",
+            "--max-samples",
+            "8",
             "--timeout-call",
             "15",
         ])
@@ -43,29 +44,121 @@ fn eval(dir: &Path, out: &Path, extra: &[&str]) -> Output {
         .expect("run kbench")
 }
 
-fn verdicts(out: &Path) -> BTreeMap<String, String> {
+fn evaluations(out: &Path) -> BTreeMap<String, serde_json::Value> {
     let record: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
     record["evaluations"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| {
-            (
-                e["file"].as_str().unwrap().to_string(),
-                e["verdict"].as_str().unwrap().to_string(),
-            )
+        .map(|e| (e["file"].as_str().unwrap().to_string(), e.clone()))
+        .collect()
+}
+
+fn verdicts(out: &Path) -> BTreeMap<String, String> {
+    evaluations(out)
+        .into_iter()
+        .map(|(file, e)| (file, e["verdict"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// One row of an expected.toml: `"path" = { class = "...", expected = "...", check = "..." }`,
+/// or the plain form `"path" = "verdict"`.
+#[derive(Debug)]
+struct Expected {
+    class: String,
+    verdict: String,
+    check: Option<String>,
+}
+
+fn expected_table(dir: &Path) -> BTreeMap<String, Expected> {
+    let text = std::fs::read_to_string(dir.join("expected.toml")).unwrap();
+    let table: toml::Table = text.parse().unwrap();
+    table
+        .into_iter()
+        .map(|(file, v)| {
+            let row = match v {
+                toml::Value::String(verdict) => Expected {
+                    class: String::new(),
+                    verdict,
+                    check: None,
+                },
+                toml::Value::Table(t) => {
+                    let field = |k: &str| t.get(k).and_then(|v| v.as_str()).map(str::to_string);
+                    Expected {
+                        class: field("class").unwrap_or_default(),
+                        verdict: field("expected")
+                            .unwrap_or_else(|| panic!("{file}: no `expected` verdict")),
+                        check: field("check"),
+                    }
+                }
+                other => panic!("{file}: expected a verdict or a table, got {other}"),
+            };
+            (file, row)
         })
         .collect()
 }
 
 fn expected(dir: &Path) -> BTreeMap<String, String> {
-    let text = std::fs::read_to_string(dir.join("expected.toml")).unwrap();
-    let table: toml::Table = text.parse().unwrap();
-    table
+    expected_table(dir)
         .into_iter()
-        .map(|(k, v)| (k, v.as_str().unwrap().to_string()))
+        .map(|(file, row)| (file, row.verdict))
         .collect()
+}
+
+/// Whether an evaluation names `check` as evidence: in its reason, as a failed or warning
+/// runtime check, as a static finding's rule, or as a task flag.
+fn has_evidence(e: &serde_json::Value, check: &str) -> bool {
+    let list = |key: &str| e[key].as_array().cloned().unwrap_or_default();
+    e["reason"].as_str().is_some_and(|r| r.contains(check))
+        || list("checks")
+            .iter()
+            .any(|c| c["name"] == check && matches!(c["outcome"].as_str(), Some("fail" | "warn")))
+        || list("findings").iter().any(|f| f["rule"] == check)
+        || list("task_flags").iter().any(|f| f == check)
+}
+
+/// Every disagreement between a run and an expected table, one line each.
+fn mismatches(out: &Path, dir: &Path) -> Vec<String> {
+    let got = evaluations(out);
+    let want = expected_table(dir);
+    let mut lines = Vec::new();
+    for (file, row) in &want {
+        let Some(e) = got.get(file) else {
+            lines.push(format!("{file}: not evaluated"));
+            continue;
+        };
+        let verdict = e["verdict"].as_str().unwrap_or_default();
+        let reason = e["reason"].as_str().unwrap_or_default();
+        if verdict != row.verdict {
+            lines.push(format!(
+                "{file} ({}): expected {}, got {verdict}: {reason}",
+                row.class, row.verdict
+            ));
+        } else if let Some(check) = row.check.as_deref().filter(|c| !has_evidence(e, c)) {
+            let checks: Vec<String> = e["checks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    format!(
+                        "{}={}",
+                        c["name"].as_str().unwrap_or("?"),
+                        c["outcome"].as_str().unwrap_or("?")
+                    )
+                })
+                .collect();
+            lines.push(format!(
+                "{file} ({}): {verdict} as expected, but no evidence of {check} (reason: {reason:?}; checks: {})",
+                row.class,
+                checks.join(", ")
+            ));
+        }
+    }
+    for file in got.keys().filter(|f| !want.contains_key(*f)) {
+        lines.push(format!("{file}: evaluated but not in expected.toml"));
+    }
+    lines
 }
 
 #[test]
@@ -75,12 +168,24 @@ fn fixtures_get_their_expected_verdicts_and_resume_continues() {
     let out = tmp.path().join("run");
     let first = eval(&fixtures, &out, &[]);
     let stderr = String::from_utf8_lossy(&first.stderr);
+    // Verdicts first: they say more than the exit code when something is off.
+    let wrong = if out.join("results.json").exists() {
+        mismatches(&out, &fixtures)
+    } else {
+        vec!["no results.json".to_string()]
+    };
+    assert!(
+        wrong.is_empty(),
+        "{} of {} fixtures not as expected:\n{}\n\n{stderr}",
+        wrong.len(),
+        expected(&fixtures).len(),
+        wrong.join("\n")
+    );
     assert_eq!(
         first.status.code(),
         Some(1),
         "faulty fixtures fail the gate\n{stderr}"
     );
-    assert_eq!(verdicts(&out), expected(&fixtures), "\n{stderr}");
 
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     assert_eq!(csv.lines().count(), expected(&fixtures).len() + 1);

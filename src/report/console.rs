@@ -4,9 +4,9 @@
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::summary::by_level;
+use super::summary::{summarize_run, RunSummary, Summary, FDR_Q};
 use crate::gate::Gate;
-use crate::record::{Evaluation, RunRecord};
+use crate::record::{Evaluation, RunRecord, Timing};
 
 pub struct Progress {
     bar: ProgressBar,
@@ -31,16 +31,7 @@ impl Progress {
 
     pub fn evaluated(&self, e: &Evaluation) {
         self.bar.inc(1);
-        let timing = e
-            .timing
-            .as_ref()
-            .map(|t| {
-                format!(
-                    "  {:.3}x [{:.3}, {:.3}] {}",
-                    t.speedup, t.speedup_ci_low, t.speedup_ci_high, t.label
-                )
-            })
-            .unwrap_or_default();
+        let timing = e.timing.as_ref().map(timing_line).unwrap_or_default();
         let reason = if e.reason.is_empty() {
             String::new()
         } else {
@@ -61,6 +52,21 @@ impl Progress {
     }
 }
 
+/// Speedup, interval, label and %SOL of one evaluation, as its progress line shows them.
+fn timing_line(t: &Timing) -> String {
+    let mut line = format!(
+        "  {:.3}x [{:.3}, {:.3}] {}",
+        t.speedup, t.speedup_ci_low, t.speedup_ci_high, t.label
+    );
+    if let Some(p) = t.percent_sol {
+        line.push_str(&format!("  {p:.0}% SOL"));
+    }
+    if t.invalid {
+        line.push_str("  TIMING INVALID");
+    }
+    line
+}
+
 fn first_line(s: &str, max: usize) -> String {
     let line = s.lines().find(|l| !l.trim().is_empty()).unwrap_or_default();
     if line.chars().count() > max {
@@ -70,31 +76,87 @@ fn first_line(s: &str, max: usize) -> String {
     }
 }
 
-/// The summary table, as printed at the end of a run.
-pub fn summary_table(record: &RunRecord) -> String {
+/// The summary table, as printed at the end of a run: one row per level, then all levels.
+pub fn summary_table(summary: &RunSummary) -> String {
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);
-    table.set_header([
-        "level",
-        "evaluated",
-        "correct",
-        "fast_0",
-        "fast_1",
-        "fast_1 (CI > 1)",
-        "geomean speedup",
-    ]);
-    for s in by_level(record) {
-        table.add_row([
+    let mut header: Vec<String> = ["level", "tasks", "evaluated", "correct", "excluded"]
+        .map(String::from)
+        .into();
+    header.extend(super::summary::FAST_P.iter().map(|p| format!("fast_{p}")));
+    header.extend(["geomean speedup [95% CI]".into(), "faster / slower".into()]);
+    table.set_header(header);
+    for s in &summary.levels {
+        let mut row = vec![
             s.level.map_or("all".into(), |l| l.to_string()),
+            s.tasks.to_string(),
             s.evaluated.to_string(),
             s.correct.to_string(),
-            format!("{:.2}", s.fast_0),
-            format!("{:.2}", s.fast_1),
-            format!("{:.2}", s.fast_1_significant),
-            s.geomean_speedup.map_or("-".into(), |g| format!("{g:.3}")),
-        ]);
+            s.degenerate_tasks.to_string(),
+        ];
+        row.extend(super::summary::FAST_P.iter().map(|&p| {
+            s.fast_p.iter().find(|f| f.p == p).map_or("-".into(), |f| {
+                format!("{:.2} ({:.2})", f.point, f.significant)
+            })
+        }));
+        row.push(s.geomean_speedup.map_or("-".into(), |g| {
+            format!("{:.3} [{:.3}, {:.3}]", g.ratio, g.ci_low, g.ci_high)
+        }));
+        let b = &s.significance;
+        row.push(format!("{} / {} of {}", b.faster, b.slower, b.tested));
+        table.add_row(row);
     }
     table.to_string()
+}
+
+/// What the table's columns mean and what they leave out.
+fn summary_notes(total: &Summary) -> String {
+    let mut text = format!(
+        "fast_p: share of tasks with a passing kernel faster than p (in parentheses: its interval \
+         above p); one result per task, the best by speedup{}.\n\
+         faster / slower: labels whose one-sided p-value survives Benjamini-Hochberg at q = \
+         {FDR_Q} over the tasks tested.\n",
+        match total.multi_submission_tasks {
+            0 => String::new(),
+            n => format!(" ({n} task(s) had several submissions)"),
+        }
+    );
+    if total.degenerate_tasks > 0 {
+        text.push_str(&format!(
+            "excluded: {} task(s) with degenerate-task flags (constant output, identity, ...) \
+             count in no speedup aggregate.\n",
+            total.degenerate_tasks
+        ));
+    }
+    if total.invalid_timings > 0 {
+        text.push_str(&format!(
+            "{} timing(s) faster than the speed of light count as no result.\n",
+            total.invalid_timings
+        ));
+    }
+    text
+}
+
+/// Where the run's time went, in two lines.
+fn wall_time_lines(summary: &RunSummary) -> String {
+    let w = &summary.wall_time;
+    format!(
+        "time: builds {:.1} s ({} built; {} cache hit(s), {:.1} s), worker start-up {:.1} s \
+         (overlapped), load {:.1} s, correctness {:.1} s, timing {:.1} s\n\
+         verification cost (correctness trials and checks, outside the timed region): {} per \
+         evaluation, {:.1} s in all\n",
+        w.build_s,
+        w.builds,
+        w.build_cache_hits,
+        w.build_cache_hit_s,
+        w.worker_startup_s,
+        w.load_s,
+        w.correctness_s,
+        w.timing_s,
+        w.correctness_median_s
+            .map_or("-".into(), |m| format!("median {m:.2} s")),
+        w.correctness_s,
+    )
 }
 
 /// Everything printed after the run: unmatched files, the table, where the reports are, the gate.
@@ -109,8 +171,12 @@ pub fn final_report(record: &RunRecord, gate: &Gate, out: &std::path::Path) -> S
             text.push_str(&format!("  {}: {}\n", u.file, u.why));
         }
     }
-    text.push_str(&summary_table(record));
-    text.push_str(&format!("\nreports in {}\n", out.display()));
+    let summary = summarize_run(record);
+    text.push_str(&summary_table(&summary));
+    text.push('\n');
+    text.push_str(&summary_notes(summary.total()));
+    text.push_str(&wall_time_lines(&summary));
+    text.push_str(&format!("reports in {}\n", out.display()));
     if gate.failures.is_empty() {
         text.push_str("gate: passed\n");
     } else {

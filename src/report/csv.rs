@@ -23,37 +23,51 @@ struct Row<'a> {
     speedup_ci_high: Option<f64>,
     label: Option<&'static str>,
     mean_ratio: Option<f64>,
+    sol_ms: Option<f64>,
+    percent_sol: Option<f64>,
+    ref_percent_sol: Option<f64>,
+    timing_invalid: Option<bool>,
     max_abs_diff: Option<f64>,
     trials_passed: usize,
     build_cache_hit: Option<bool>,
+    /// Degenerate-task flags, separated by ';'.
+    task_flags: String,
     reason: &'a str,
 }
+
+/// `Row`'s fields in order: the header of a run with no rows (serde writes it with a first row).
+const COLUMNS: [&str; 24] = [
+    "level",
+    "problem_id",
+    "task",
+    "submission",
+    "sample",
+    "sha256",
+    "verdict",
+    "correct",
+    "ref_ms",
+    "kernel_ms",
+    "speedup",
+    "speedup_ci_low",
+    "speedup_ci_high",
+    "label",
+    "mean_ratio",
+    "sol_ms",
+    "percent_sol",
+    "ref_percent_sol",
+    "timing_invalid",
+    "max_abs_diff",
+    "trials_passed",
+    "build_cache_hit",
+    "task_flags",
+    "reason",
+];
 
 pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
     let mut w = ::csv::Writer::from_writer(Vec::new());
     let fail = |e: ::csv::Error| Error::Other(format!("write CSV: {e}"));
     if record.evaluations.is_empty() {
-        // serde writes the header with the first row; an empty run still gets one.
-        w.write_record([
-            "level",
-            "problem_id",
-            "task",
-            "submission",
-            "sample",
-            "sha256",
-            "verdict",
-            "correct",
-            "ref_ms",
-            "kernel_ms",
-            "speedup",
-            "speedup_ci_low",
-            "speedup_ci_high",
-            "max_abs_diff",
-            "trials_passed",
-            "build_cache_hit",
-            "reason",
-        ])
-        .map_err(fail)?;
+        w.write_record(COLUMNS).map_err(fail)?;
     }
     for e in &record.evaluations {
         let timing = e.timing.as_ref();
@@ -73,6 +87,10 @@ pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
             speedup_ci_high: timing.map(|t| t.speedup_ci_high),
             label: timing.map(|t| t.label.as_str()),
             mean_ratio: timing.map(|t| t.mean_ratio),
+            sol_ms: timing.and_then(|t| t.sol_ms),
+            percent_sol: timing.and_then(|t| t.percent_sol),
+            ref_percent_sol: timing.and_then(|t| t.reference_percent_sol),
+            timing_invalid: timing.map(|t| t.invalid),
             max_abs_diff: e
                 .trials
                 .iter()
@@ -80,10 +98,23 @@ pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
                 .reduce(f64::max),
             trials_passed: e.trials.iter().filter(|t| t.correct).count(),
             build_cache_hit: e.build.as_ref().map(|b| b.cache_hit),
+            task_flags: e.task_flags.join(";"),
             reason: &e.reason,
         })
         .map_err(fail)?;
     }
     w.into_inner()
         .map_err(|e| Error::Other(format!("write CSV: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_header_is_the_rows_header() {
+        let text =
+            String::from_utf8(render(&crate::report::tests::sample_record()).unwrap()).unwrap();
+        assert_eq!(text.lines().next().unwrap(), COLUMNS.join(","));
+    }
 }

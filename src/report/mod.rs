@@ -1,5 +1,5 @@
-//! Reports made from the run record: results.json, results.csv, junit.xml, and the console.
-//! Reporters read the record; none of them runs or changes an evaluation.
+//! Reports made from the run record: results.json, results.csv, junit.xml, summary.json and the
+//! console. Reporters read the record; none of them runs or changes an evaluation.
 
 pub mod console;
 pub mod csv;
@@ -25,6 +25,14 @@ pub fn write_files(record: &RunRecord, out: &Path) -> Result<()> {
     write_atomic(&out.join("results.json"), &json::render(record)?)?;
     write_atomic(&out.join("results.csv"), &csv::render(record)?)?;
     write_atomic(&out.join("junit.xml"), junit::render(record)?.as_bytes())
+}
+
+/// Write summary.json: the suite aggregates and the time split (`summary::summarize_run`). Once,
+/// at the end of a run: unlike the other reports it bootstraps every passing task again.
+pub fn write_summary(record: &RunRecord, out: &Path) -> Result<()> {
+    let bytes = serde_json::to_vec_pretty(&summary::summarize_run(record))
+        .map_err(|e| Error::Other(format!("serialize the summary: {e}")))?;
+    write_atomic(&out.join("summary.json"), &bytes)
 }
 
 #[cfg(test)]
@@ -69,7 +77,7 @@ pub(crate) mod tests {
                 message: String::new(),
                 log: format!("logs/{file}.build.log"),
                 seconds: 1.5,
-                cache_hit: false,
+                cache_hit: verdict == Verdict::NoKernel,
                 kernels: vec!["cpp_extension.load_inline:relu".into()],
             }),
             findings: vec![],
@@ -81,6 +89,8 @@ pub(crate) mod tests {
                 max_abs_diff: Some(0.0),
                 max_rel_diff: Some(0.0),
             }],
+            checks: vec![],
+            task_flags: vec![],
             timing: timed.map(|(r, c)| Timing {
                 method: "cpu_perf_counter".into(),
                 reference: arm(r),
@@ -92,18 +102,61 @@ pub(crate) mod tests {
                 label: crate::stats::decide(r / c * 0.95, r / c * 1.05, 0.01),
                 delta: 0.01,
                 hodges_lehmann: None,
-                p_faster: None,
+                // Mann-Whitney would be sure with real samples: the ratios are far from 1
+                p_faster: Some(if r > c { 0.001 } else { 0.5 }),
                 mean_ratio: r / c,
                 warnings: vec![],
                 rounds_discarded: 0,
                 telemetry: vec![],
+                stopped: "precision".into(),
+                ci_half_width: 0.05,
+                blocker_us: 0.0,
+                blocker_overflows: 0,
+                reference_sm_mhz: None,
+                candidate_sm_mhz: None,
+                cycle_speedup: None,
+                audit: None,
+                sol_ms: None,
+                percent_sol: None,
+                reference_percent_sol: None,
+                invalid: false,
             }),
             logs: vec![],
-            phases: Default::default(),
+            phases: crate::record::Phases {
+                worker_startup_s: Some(3.0),
+                load_s: 0.5,
+                correctness_s: f64::from(number % 100) / 100.0,
+                timing_s: if timed.is_some() { 1.0 } else { 0.0 },
+            },
             seconds: 2.25,
         }
     }
 
+    fn flagged(mut e: Evaluation, flag: &str) -> Evaluation {
+        e.task_flags = vec![flag.into()];
+        e
+    }
+
+    /// With the speed-of-light columns filled in: T_SOL 0.5 ms.
+    fn at_sol(mut e: Evaluation) -> Evaluation {
+        let t = e.timing.as_mut().expect("timed");
+        t.sol_ms = Some(0.5);
+        t.percent_sol = Some(50.0);
+        t.reference_percent_sol = Some(25.0);
+        e
+    }
+
+    /// The sample record's evaluation of the file whose name ends with `end`.
+    pub fn sample_evaluation(end: &str) -> Evaluation {
+        sample_record()
+            .evaluations
+            .into_iter()
+            .find(|e| e.file.ends_with(end))
+            .expect("in the sample record")
+    }
+
+    /// One evaluation of each verdict that matters to the reports, and the cases of the suite
+    /// aggregates: a task with several files (level1/19), a degenerate task (level1/12).
     pub fn sample_record() -> RunRecord {
         RunRecord {
             schema_version: crate::record::SCHEMA_VERSION,
@@ -122,18 +175,32 @@ pub(crate) mod tests {
                 atol: 1e-4,
                 rtol: 1e-4,
                 trials: 1,
-                samples: 3,
+                ci_target: 0.01,
+                max_samples: 3,
+                budget_s: 10.0,
                 mode: "offline".into(),
-                seed: 42,
+                seed: Some(42),
+                library_policy: "partial".into(),
                 overrides: serde_json::json!({"scale": "small", "set": {}}),
             },
             evaluations: vec![
-                evaluation(
+                flagged(
+                    evaluation(12, "level1/12_Diag.py", Verdict::Pass, "", Some((2.0, 0.8))),
+                    "identity",
+                ),
+                at_sol(evaluation(
                     19,
                     "level1/19_ReLU/honest.py",
                     Verdict::Pass,
                     "",
                     Some((2.0, 1.0)),
+                )),
+                evaluation(
+                    19,
+                    "level1/19_ReLU/tiled.py",
+                    Verdict::Pass,
+                    "",
+                    Some((2.0, 1.6)),
                 ),
                 evaluation(
                     19,
@@ -149,6 +216,7 @@ pub(crate) mod tests {
                     "no reply within 10 s",
                     None,
                 ),
+                evaluation(105, "level2/5_Conv.py", Verdict::Pass, "", Some((1.6, 1.0))),
                 evaluation(
                     176,
                     "level2/76_Gemm.py",
@@ -195,6 +263,13 @@ pub(crate) mod tests {
             &gate,
             std::path::Path::new("reports/run-test")
         ));
+    }
+
+    #[test]
+    fn summary_json_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        write_summary(&sample_record(), dir.path()).unwrap();
+        insta::assert_snapshot!(std::fs::read_to_string(dir.path().join("summary.json")).unwrap());
     }
 
     #[test]

@@ -203,7 +203,8 @@ impl Worker {
 
     /// Send one request and wait for its reply; on any failure the worker is killed.
     pub fn request(&mut self, body: Value, deadline: Duration) -> Result<Reply, Failure> {
-        let line = protocol::request(body).to_string() + "\n";
+        let nonce = protocol::nonce();
+        let line = protocol::request(body, &nonce).to_string() + "\n";
         let sent = self
             .requests
             .as_mut()
@@ -212,7 +213,7 @@ impl Worker {
             return Err(Failure::Exited(self.reap()));
         }
         match self.replies.recv_timeout(deadline) {
-            Ok(Ok(line)) => protocol::parse(&line).map_err(|why| {
+            Ok(Ok(line)) => protocol::parse(&line, &nonce).map_err(|why| {
                 self.kill();
                 Failure::Protocol(why)
             }),
@@ -248,7 +249,9 @@ impl Worker {
     pub fn finish(mut self) {
         let _ = self.requests.as_mut().map(|f| {
             f.write_all(
-                (protocol::request(serde_json::json!({"cmd": "exit"})).to_string() + "\n")
+                (protocol::request(serde_json::json!({"cmd": "exit"}), &protocol::nonce())
+                    .to_string()
+                    + "\n")
                     .as_bytes(),
             )
         });

@@ -1,5 +1,6 @@
-"""python -m kbench_worker {compile|reference|candidate|probe|inspect|check}"""
+"""python -m kbench_worker {compile|reference|candidate|probe|inspect|check|ceilings}"""
 
+import faulthandler
 import sys
 import time
 
@@ -9,6 +10,9 @@ STARTED = time.perf_counter()
 
 
 def main():
+    # A crash in native code (a submission's kernel wrapper, a driver) leaves its Python stack
+    # in the worker's log instead of a bare signal.
+    faulthandler.enable()
     role = sys.argv[1] if len(sys.argv) > 1 else ""
     channel = Channel()
     if role == "compile":
@@ -23,13 +27,20 @@ def main():
         from . import static_check as worker  # standard library only: never imports torch
     elif role == "inspect":
         from . import inspect as worker
+    elif role == "ceilings":
+        from . import ceilings as worker
     else:
-        sys.exit(f"unknown role {role!r}: expected compile, reference, candidate, probe, inspect or check")
+        sys.exit(f"unknown role {role!r}: expected compile, reference, candidate, probe, inspect, check or ceilings")
     if role in ("reference", "candidate"):
         # Pay for torch's import and the CUDA context before the first request: kbench starts
         # these workers ahead of need, while the previous evaluation runs.
         import torch
+        import torch._dynamo  # noqa: F401 - see below
+        import torch.profiler  # noqa: F401
 
+        # Importing torch._dynamo rebinds torch.manual_seed (a wrapper that keeps dynamo out of
+        # it); many paths import it lazily on a GPU. Done here, before the candidate snapshots
+        # the functions it watches, so that library rebinding is not taken for a submission's.
         if torch.cuda.is_available():
             torch.cuda.init()
         channel.startup_s = time.perf_counter() - STARTED

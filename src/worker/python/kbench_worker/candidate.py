@@ -7,50 +7,63 @@ never from the submission's own get_inputs, so a submission cannot shrink its pr
 
 import os
 import traceback
+from pathlib import Path
 
 import torch
 
-from . import harness, integrity, kernels, taskfile, transfer
+from . import checks, harness, integrity, kernels, outputs, poison, profile, runtime, taskfile, timing, transfer
 from .compile import build_message, is_build_failure
+from .harness import TamperError
 from .protocol import error
-from .timing import TimedModel
 
 
 class Candidate:
     def __init__(self, req):
         self.device = req["device"]
         self.precision = req["precision"]
+        self.cuda = self.device.startswith("cuda")
+        # determinism.rerun tells nondeterminism (within tolerance) from wrong results.
+        self.atol, self.rtol = req["atol"], req["rtol"]
         # This submission's build cache (TORCH_EXTENSIONS_DIR, TRITON_CACHE_DIR): the worker was
         # started before kbench knew which submission it would run.
         os.environ.update(req.get("env", {}))
         overrides = taskfile.overrides(req["task"], req.get("scale"), req.get("set"))
-        self.task = taskfile.load(req["task"], overrides)
+        self.task = harness.load_task(req["task"], overrides)
+        # Baselines before the submission runs: threads of torch's own pools, true fp32, the L2 limit.
+        runtime.strict_fp32()
+        runtime.warm_thread_pools(self.device)
+        self.l2 = runtime.L2Limit() if self.cuda else None
         kernels.watch_extensions()
         kernels.build_report("before import")
         self.snapshot = integrity.Snapshot()
         self.module = taskfile.load(req["submission"], overrides, strict=False)
         kernels.build_report("after import")
         self.kernels = kernels.found(self.module)
+        self.defined = profile.defined_kernels(Path(req["submission"]).read_text())
         cls = getattr(self.module, "ModelNew", None)
         if cls is None:
             raise LookupError("the submission defines no ModelNew")
         self.init = harness.init_inputs(self.task)
         self.model = harness.build(cls, self.init, self.device, self.precision)
+        self.checks = checks.Log()  # what the import and the constructor did
+        self.checks.run("precision.tf32_flags", runtime.tf32_flags)
         self.timed = None
         self.shared = None
 
     def trial(self, req):
-        """Run one call and hand its outputs and its (possibly modified) inputs to kbench."""
+        """Run one call under the runtime checks (with ``deep``, the expensive ones too) and hand
+        its outputs and its (possibly modified) inputs to kbench."""
         self.shared = None
         harness.release_memory(self.device)
-        inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision)
-        out = harness.forward(self.model, inputs, req["forward_seed"])
-        harness.synchronize(self.device)
-        aliased = integrity.aliased_outputs(out, inputs, self.model)
-        if aliased:
-            raise TamperError(f"outputs.alias: {'; '.join(aliased[:4])}")
+        log = checks.Log()
+        inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision, req.get("variant"))
+        reply = {"input_shapes": harness.shapes(inputs)}
+        out = self.call(inputs, req["forward_seed"], poison.NAN, log)
+        if req.get("deep"):
+            self.deep(req, outputs.tensors(out), log, reply)
+        harness.release_memory(self.device)  # the poison: the reference worker needs the room
+        reply.update(outputs=harness.describe(out), checks=log.entries())
         tensors = tuple(x for x in inputs if isinstance(x, torch.Tensor))
-        reply = {"outputs": harness.describe(out)}
         if req.get("transport") == "ipc":
             try:
                 reply["ipc"] = {"outputs": transfer.export_cuda(out), "inputs": transfer.export_cuda(tensors)}
@@ -61,17 +74,103 @@ class Candidate:
         torch.save({"outputs": harness.to_host(out), "inputs": harness.to_host(tensors)}, req["out"])
         return reply
 
+    def call(self, inputs, seed, pattern, log):
+        """One forward under the per-call runtime checks, in the order that keeps each one
+        meaningful: poison before, the type before any attribute is read, the current stream
+        before the device-wide synchronize, threads and process state after it."""
+        if self.cuda:
+            log.run("memory.poisoned_allocator", poison.poison, self.device, pattern)
+        threads = runtime.Threads()
+        out = harness.forward(self.model, inputs, seed)
+        log.run("outputs.exact_type", outputs.exact_type, out)
+        if self.cuda:
+            log.run("timing.stream_join", outputs.stream_join, outputs.tensors(out))
+        harness.synchronize(self.device)
+        log.run("outputs.alias", integrity.alias, out, inputs, self.model)
+        log.run("runtime.thread_count", threads.check)
+        if self.cuda:
+            log.run("runtime.l2_persist_limit", self.l2.check)
+        log.run("precision.tf32_flags", runtime.tf32_flags)
+        return out
+
+    def deep(self, req, first, log, reply):
+        """The expensive checks (trial 0): another call on other inputs, a rerun on the same
+        inputs. Each entry's time includes its extra call."""
+        log.run("outputs.independence", _unless_oom, self.independence, req, first, log)
+        log.run("determinism.rerun", _unless_oom, self.rerun, req, first, log)
+
+    def profile(self, req):
+        """`profile.library_share`, asked for after timing: profiling leaves state in the
+        process (an identity run that profiled before timing measured host-bound networks up
+        to 20 % slower in this worker than in the reference's)."""
+        self.shared = None
+        log, reply = checks.Log(), {}
+        if self.cuda:
+            log.run("profile.library_share", _unless_oom, self.library_share, req, reply)
+        return {**reply, "checks": log.entries()}
+
+    def independence(self, req, first, log):
+        copies = outputs.snapshot(first)
+        other = harness.make_inputs(self.task, req["seed"] + 1, self.device, self.precision, req.get("variant"))
+        second = self.call(other, req["forward_seed"], poison.FINITE, log)
+        return outputs.independence(first, copies, outputs.tensors(second))
+
+    def rerun(self, req, first, log):
+        # The trial's inputs made again from its seed (a copy held during the first call would
+        # double the memory of multi-GB tasks).
+        again_inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision, req.get("variant"))
+        again = self.call(again_inputs, req["forward_seed"], poison.FINITE, log)
+        return outputs.rerun(first, outputs.tensors(again), self.atol, self.rtol)
+
+    def library_share(self, req, reply):
+        # Inputs no earlier call saw, and poisoned memory: otherwise a scavenger finds the
+        # independence call's output in freed memory and the profile sees no work at all.
+        inputs = harness.make_inputs(self.task, req["seed"] + 2, self.device, self.precision, req.get("variant"))
+        poison.poison(self.device, poison.NAN)
+        times = profile.kernel_times(lambda: harness.forward(self.model, inputs, req["forward_seed"]))
+        found = reply["profile"] = profile.summarize(times, self.defined)
+        return "pass", f"library kernels {found['library_share']:.0%} of {found['total_ms']:.3f} ms GPU time"
+
+    def state_checks(self):
+        """The process-state checks after timed calls: a switch flipped only while timed."""
+        log = checks.Log()
+        if self.cuda:
+            log.run("runtime.l2_persist_limit", self.l2.check)
+        log.run("precision.tf32_flags", runtime.tf32_flags)
+        return log.entries()
+
     def time(self, req):
-        if self.timed is None:
-            self.shared = None
-            self.timed = TimedModel(
-                self.model, self.task, req["seed"], self.device, self.precision, req.get("mode", "offline")
-            )
-        return {"samples_ms": self.timed.samples(req["n"])}
+        self.shared = None
+        return timing.handle(self, req, keep=True)
+
+    def timed_check(self, req):
+        """`timing.timed_output_check`: the output kept from the last block of timed calls (chosen
+        after the call), handed to kbench with its sample index; kbench derives that sample's
+        inputs itself and has the reference worker check the output."""
+        kept = self.timed.take_kept()
+        if kept is None:
+            return {"index": None}
+        index, out = kept
+        outputs.exact_type(out)
+        reply = {"index": index, "outputs": harness.describe(out)}
+        if req.get("transport") == "ipc":
+            try:
+                reply["ipc"] = {"outputs": transfer.export_cuda(out), "inputs": None}
+                self.shared = out
+                return reply
+            except TypeError:
+                pass
+        torch.save({"outputs": harness.to_host(out), "inputs": None}, req["out"])
+        return reply
 
 
-class TamperError(RuntimeError):
-    """A runtime check caught the submission cheating; the message names the check."""
+def _unless_oom(check, *args):
+    """A deep check's result, or a skip when its extra call does not fit in device memory."""
+    try:
+        return check(*args)
+    except torch.cuda.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        return "skip", "out of device memory for the extra call"
 
 
 def verify(candidate):
@@ -99,17 +198,27 @@ def run(channel):
                 candidate = Candidate(req)
                 harness.release_memory(candidate.device)
                 verify(candidate)
-                channel.reply({"ok": True, "kernels": candidate.kernels, "startup_s": channel.startup_s})
+                channel.reply({"ok": True, "kernels": candidate.kernels, "startup_s": channel.startup_s, "checks": candidate.checks.entries()})
             elif cmd == "trial":
                 reply = candidate.trial(req)
                 verify(candidate)
                 channel.reply({"ok": True, **reply})
             elif cmd == "perturb":
                 channel.reply({"ok": True, "shapes": harness.perturb(candidate.model, req["seed"])})
-            elif cmd == "time":
-                reply = candidate.time(req)
+            elif cmd in ("time_setup", "time"):
+                reply = {**candidate.time(req), "checks": candidate.state_checks()}
                 verify(candidate)
                 channel.reply({"ok": True, **reply})
+            elif cmd == "timed_check":
+                reply = candidate.timed_check(req)
+                verify(candidate)
+                channel.reply({"ok": True, **reply})
+            elif cmd == "profile":
+                reply = candidate.profile(req)
+                verify(candidate)
+                channel.reply({"ok": True, **reply})
+            elif cmd == "ping":
+                channel.reply({"ok": True})
             elif cmd == "exit":
                 return
             else:

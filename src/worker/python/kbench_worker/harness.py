@@ -6,8 +6,11 @@ Inputs are made directly on the target device from a per-trial seed, so both wor
 identical inputs without copying them (and without a multi-GB detour through host memory).
 """
 
+import json
+
 import torch
 
+from . import taskfile
 from .protocol import error
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -24,13 +27,60 @@ def build(cls, init, device, precision):
     return model.to(device=device, dtype=DTYPES[precision]) if precision != "fp32" else model.to(device)
 
 
-def make_inputs(task, seed, device, precision):
+# Where each loaded task came from, so a shape variant can load it again with more constants.
+_SOURCES = {}
+# Task modules re-loaded for a shape variant, by (task module name, constants).
+_SHAPED = {}
+
+
+def load_task(path, overrides):
+    """Load a task file as both workers do, remembering how, for shape variants."""
+    task = taskfile.load(path, overrides)
+    _SOURCES[task.__name__] = (path, overrides)
+    return task
+
+
+def _shaped(task, values):
+    """The task re-loaded with more constants (`inputs.shape_perturbation`), once per set."""
+    key = (task.__name__, json.dumps(values, sort_keys=True))
+    if key not in _SHAPED:
+        path, overrides = _SOURCES[task.__name__]
+        name = f"{task.__name__}_shape{len(_SHAPED)}"
+        _SHAPED[key] = taskfile.load(path, {**overrides, **values}, module_name=name)
+    return _SHAPED[key]
+
+
+def _transform(x, variant):
+    """`inputs.distribution_perturbation` on one floating input: signed inputs make in-place
+    fixes and identity shortcuts (ReLU on [0, 1)) visible; scaled inputs move outputs to O(1)."""
+    if variant["kind"] == "signed":
+        return x * 2 - 1 if x.numel() and x.min() >= 0 else x
+    if variant["kind"] == "scaled":
+        return x * variant["factor"]
+    raise ValueError(f"unknown input variant {variant['kind']!r}")
+
+
+def make_inputs(task, seed, device, precision, variant=None):
+    """The inputs of one trial, identical in both workers for the same seed and variant."""
+    if variant is not None and variant["kind"] == "shape":
+        task, variant = _shaped(task, variant["set"]), None
     torch.manual_seed(seed)
     with torch.device(device):
         inputs = task.get_inputs()
+    if variant is not None:
+        inputs = [_transform(x, variant) if _floating(x) else x for x in inputs]
     dtype = DTYPES[precision]
     # Integer and boolean inputs keep their dtype (upstream casts labels to float and breaks L1/95).
-    return [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+    return [x.to(dtype) if _floating(x) else x for x in inputs]
+
+
+def _floating(x):
+    return isinstance(x, torch.Tensor) and x.is_floating_point()
+
+
+def shapes(inputs):
+    """Each input's shape (None for a non-tensor argument), to show what a trial ran."""
+    return [list(x.shape) if isinstance(x, torch.Tensor) else None for x in inputs]
 
 
 def forward(model, inputs, seed):
@@ -74,7 +124,7 @@ def synchronize(device):
 def classify(exc, phase):
     """Map an exception raised by task or submission code to a protocol error."""
     text = str(exc)
-    if isinstance(exc, OutputTypeError):
+    if isinstance(exc, (OutputTypeError, OutputCheckError)):
         return error("output", text)
     if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in text:
         return error("oom", f"{phase}: out of memory: {text[:500]}", exc, fatal=True)
@@ -97,6 +147,14 @@ def describe(out):
 
 class OutputTypeError(TypeError):
     """forward returned something other than plain tensors."""
+
+
+class OutputCheckError(RuntimeError):
+    """A runtime check proved the outputs wrong, deliberately or not; the message names the check."""
+
+
+class TamperError(RuntimeError):
+    """A runtime check caught the submission cheating; the message names the check."""
 
 
 def to_host(out):

@@ -33,10 +33,23 @@ LIBRARY = [
     ("torch.Tensor", "to"),
     ("torch.Tensor", "detach"),
     ("torch.Tensor", "contiguous"),
+    # What the runtime checks read: a rebound one could hide what it reports.
+    ("sys", "_current_frames"),
+    ("_thread", "_count"),
+    ("os", "listdir"),
+    ("torch.cuda", "empty_cache"),
+    ("torch.cuda", "mem_get_info"),
+    ("torch.Tensor", "fill_"),
+    ("torch.Tensor", "view"),
+    ("torch.Tensor", "untyped_storage"),
+    ("torch.profiler", "profile"),
 ]
 
 # This package's own modules: every function and method in them is watched too.
-OWN = ["harness", "timing", "transfer", "protocol", "candidate", "kernels", "taskfile"]
+OWN = [
+    "harness", "timing", "transfer", "protocol", "candidate", "kernels", "taskfile",
+    "integrity", "checks", "outputs", "poison", "profile", "runtime",
+]
 
 
 def _resolve(module, path):
@@ -118,3 +131,13 @@ def aliased_outputs(out, inputs, model):
             if d == device and start < e and s < end:
                 found.append(f"output {i} shares memory with {kind} {name}")
     return found
+
+
+def alias(out, inputs, model):
+    """`outputs.alias` as a check: raises on shared memory, else (outcome, evidence)."""
+    from .harness import TamperError
+
+    aliased = aliased_outputs(out, inputs, model)
+    if aliased:
+        raise TamperError(f"outputs.alias: {'; '.join(aliased[:4])}")
+    return "pass", "no output shares memory with an input, parameter or buffer"

@@ -37,6 +37,8 @@ def facts():
                 {
                     "index": i,
                     "name": p.name,
+                    # Keys the cached speed-of-light ceilings (kbench's sol.rs); older torch has none.
+                    "uuid": str(p.uuid) if getattr(p, "uuid", None) is not None else None,
                     "capability": f"{p.major}.{p.minor}",
                     "memory_bytes": p.total_memory,
                     "sm_count": p.multi_processor_count,

@@ -17,6 +17,7 @@ class Channel:
         self._in = os.fdopen(fd_in, "r", encoding="utf-8")
         self._out = os.fdopen(fd_out, "w", encoding="utf-8")
         self.startup_s = None
+        self._nonce = None
 
     def requests(self):
         for line in self._in:
@@ -26,10 +27,12 @@ class Channel:
             if msg.get("v") != PROTOCOL_VERSION:
                 self.reply({"ok": False, "error": error("protocol", f"protocol version {msg.get('v')} is not {PROTOCOL_VERSION}")})
                 return
+            self._nonce = msg.get("nonce")
             yield msg
 
     def reply(self, body):
-        body = {"v": PROTOCOL_VERSION, **body}
+        # Echo the request's nonce: kbench takes no reply line without it.
+        body = {"v": PROTOCOL_VERSION, "nonce": self._nonce, **body}
         self._out.write(json.dumps(body, allow_nan=False) + "\n")
         self._out.flush()
 

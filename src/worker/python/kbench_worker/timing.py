@@ -1,93 +1,232 @@
-"""Timing v1: device time of one call, cold L2, launch latency kept out.
+"""Timing: device time of one call with cold L2 and launch latency kept out (timing.md 10.2).
 
-Per sample on the worker's default stream (many honest kernels launch on the legacy default
-stream, so the harness never switches streams): read-flush a buffer of twice the L2 size,
-enqueue a fixed sleep kernel as a blocker so the host has queued the whole call before it
-starts, record the start event, call, record the stop event, synchronize. On the CPU a
-sample is perf_counter around the call. The full protocol (adaptive stopping, NVML, audit
-samples) replaces this module's loop, not its record: a list of per-call milliseconds.
+One sample, on the worker's default stream (many honest kernels launch on the legacy default
+stream, so the harness never switches streams):
+
+1. fresh input contents: the input set about to be used (one of up to four, rotating, so
+   addresses repeat only every fourth call) is overwritten in place with new random values
+   from the sample's seed, without bumping its version counter, so no cache keyed on pointer,
+   identity, version or contents can answer the call (`timing.fresh_inputs_per_call`);
+2. a read-based flush of twice the L2 size, then a device-wide synchronize;
+3. a blocker, a fixed sleep kernel long enough that the host has queued the whole call before
+   it ends, so host submission stays outside the events; whether it was long enough is seen
+   directly: if the start event has already completed by the time the host has queued the stop
+   event, the stream went idle during submission and the sample is counted as an overflow
+   (kbench then lengthens the blocker and takes the round again);
+4. start event, the call, stop event; the time between them.
+
+kbench (Rust) drives the schedule: interleaved blocks of samples across the reference and the
+candidate worker, adaptive stopping, NVML telemetry, the audit and envelope checks. The
+candidate keeps the output of one sample per block, chosen after the call from the OS's
+randomness, for the trusted side to check (`timing.timed_output_check`).
+
+Input seeds: sample k uses seed ``derive_seed(base, k)`` and forward seed
+``derive_seed(seed, 0)``; kbench computes the same values (evaluate.rs) to check a kept output
+without trusting the candidate's word on which inputs it used.
+
+On the CPU a sample is perf_counter around the call, with the same fresh inputs.
 """
 
+import hashlib
+import os
+import statistics
 import time
 
 import torch
 
 from . import harness
 
-# ~100 µs at H100 clocks: longer than PyTorch's host submission of most forwards.
-BLOCKER_CYCLES = 200_000
+MASK53 = (1 << 53) - 1
+# Input sets per arm, memory permitting (timing.md step 5).
+INPUT_SETS = 4
+# Warm-up until at least this many calls and this much device time, capped (step 10).
+WARMUP_CALLS = 10
+WARMUP_MS = 100.0
+WARMUP_CAP_S = 2.0
 
 
-class Timer:
-    def __init__(self, device):
-        self.device = device
+def derive_seed(base, stream):
+    """kbench's seed derivation (evaluate.rs `derive_seed`): the first 8 bytes of SHA-256 over
+    two little-endian u64s, as an integer, cut to 53 bits so JSON carries it exactly."""
+    digest = hashlib.sha256(base.to_bytes(8, "little") + stream.to_bytes(8, "little")).digest()
+    return int.from_bytes(digest[:8], "little") & MASK53
+
+
+def _nbytes(inputs):
+    return sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+
+
+class TimedModel:
+    """One worker's timed arm: its model, rotating input sets refreshed before every call, and
+    the device helpers (flush buffer, events). Set up on the first timing request, after the
+    correctness trials, with memory released so the other worker on the GPU has room."""
+
+    def __init__(self, model, task, seed_base, device, precision, keep):
+        harness.release_memory(device)
+        self.model, self.task, self.base = model, task, seed_base
+        self.device, self.precision = device, precision
         self.cuda = device.startswith("cuda")
+        self.keep = keep
+        self.kept = None
+        self.taken = 0
+        first = harness.make_inputs(task, derive_seed(seed_base, 0), device, precision)
+        sets = INPUT_SETS
         if self.cuda:
+            # At most a tenth of the GPU's memory for the extra sets: the other worker times on
+            # the same GPU, and cuDNN picks slower algorithms when its workspace does not fit
+            # (an identity run measured a 0.76 "speedup" on a transposed convolution that way).
+            _, total = torch.cuda.mem_get_info()
+            sets = max(1, min(INPUT_SETS, 1 + int(0.1 * total) // max(_nbytes(first), 1)))
             l2 = torch.cuda.get_device_properties(torch.device(device)).L2_cache_size
             self.flush_buffer = torch.ones(max(2 * l2, 1 << 20) // 4, device=device)
             self.flush_sink = torch.empty((), device=device)
             self.start = torch.cuda.Event(enable_timing=True)
             self.stop = torch.cuda.Event(enable_timing=True)
+        self.sets = [first] + [
+            harness.make_inputs(task, derive_seed(seed_base, k), device, precision) for k in range(1, sets)
+        ]
 
-    def sample(self, call):
-        if not self.cuda:
-            t0 = time.perf_counter()
-            call()
-            return (time.perf_counter() - t0) * 1e3
-        torch.sum(self.flush_buffer, dim=0, out=self.flush_sink)
-        torch.cuda._sleep(BLOCKER_CYCLES)
-        self.start.record()
-        call()
-        self.stop.record()
-        self.stop.synchronize()
-        return self.start.elapsed_time(self.stop)
+    def _next_inputs(self):
+        """The next sample's inputs, with fresh contents, and its index and forward seed."""
+        k = self.taken
+        self.taken += 1
+        seed = derive_seed(self.base, k)
+        buffers = self.sets[k % len(self.sets)]
+        fresh = harness.make_inputs(self.task, seed, self.device, self.precision)
+        for old, new in zip(buffers, fresh):
+            if isinstance(old, torch.Tensor):
+                old.data.copy_(new)  # same object and version: only the contents are new
+        return k, buffers, derive_seed(seed, 0)
 
-    def samples(self, call, n):
-        return [self.sample(call) for _ in range(n)]
+    def _prepare(self):
+        k, inputs, forward_seed = self._next_inputs()
+        torch.manual_seed(forward_seed)
+        if self.cuda:
+            torch.sum(self.flush_buffer, dim=0, out=self.flush_sink)
+            torch.cuda.synchronize()
+        return k, inputs
+
+    def warmup(self):
+        """Calls until the arm is warm (>= 10 calls and >= 100 ms of device time, at most 2 s);
+        returns the median call time and the host's submission time (90th percentile), which
+        sizes the blocker."""
+        times, submits = [], []
+        began = time.perf_counter()
+        with torch.no_grad():
+            while len(times) < WARMUP_CALLS or sum(times) < WARMUP_MS:
+                _, inputs = self._prepare()
+                t0 = time.perf_counter()
+                if self.cuda:
+                    self.start.record()
+                self.model(*inputs)
+                if self.cuda:
+                    self.stop.record()
+                submits.append((time.perf_counter() - t0) * 1e3)
+                if self.cuda:
+                    self.stop.synchronize()
+                    times.append(self.start.elapsed_time(self.stop))
+                else:
+                    times.append(submits[-1])
+                if time.perf_counter() - began > WARMUP_CAP_S and len(times) >= 2:
+                    break
+        steady = submits[2:] or submits
+        return {
+            "median_ms": statistics.median(times),
+            "submit_ms": sorted(steady)[int(0.9 * (len(steady) - 1))],
+            "calls": len(times),
+            "sets": len(self.sets),
+        }
+
+    def samples(self, n, blocker_cycles, audits):
+        """`n` samples, then `audits` calls timed by the host clock between device-wide
+        synchronizations (no blocker): work hidden on another stream shows there."""
+        samples, overflows = [], 0
+        with torch.no_grad():
+            for i in range(n):
+                k, inputs = self._prepare()
+                if self.cuda:
+                    torch.cuda._sleep(blocker_cycles)
+                    self.start.record()
+                    out = self.model(*inputs)
+                    self.stop.record()
+                    overflows += self.start.query()
+                    self.stop.synchronize()
+                    samples.append(self.start.elapsed_time(self.stop))
+                else:
+                    t0 = time.perf_counter()
+                    out = self.model(*inputs)
+                    samples.append((time.perf_counter() - t0) * 1e3)
+                # Reservoir of one, decided after the call: no call can know it will be checked.
+                if self.keep and int.from_bytes(os.urandom(4), "little") % (i + 1) == 0:
+                    self.kept = (k, out)
+                del out
+            reply = {"samples_ms": samples, "overflows": overflows}
+            reply["audit_ms"] = []
+            for _ in range(audits):
+                _, inputs = self._prepare()
+                harness.synchronize(self.device)
+                t0 = time.perf_counter()
+                out = self.model(*inputs)
+                harness.synchronize(self.device)
+                reply["audit_ms"].append((time.perf_counter() - t0) * 1e3)
+                del out
+        return reply
+
+    def take_kept(self):
+        """The kept (sample index, output) of the last block, handed over once."""
+        kept, self.kept = self.kept, None
+        return kept
 
 
-class KernelBenchTimer(Timer):
-    """Upstream KernelBench's loop, for side-by-side comparison: before each call a 256 MB write
-    (memset) flush, then start event, call, stop event, synchronize; no blocker, so the host's
-    launch latency is inside the time. On the CPU, perf_counter around the call."""
+class KernelBenchModel:
+    """Upstream KernelBench's loop, for side-by-side comparison: one input set, 3 warm-up calls,
+    then per sample a 256 MB write (memset) flush, start event, call, stop event, synchronize;
+    no blocker, so the host's launch latency is inside the time. On the CPU, perf_counter."""
 
     FLUSH_BYTES = 256 << 20
 
-    def __init__(self, device):  # noqa: D107 - its own flush buffer, not Timer's read flush
+    def __init__(self, model, task, seed_base, device, precision, warmup=3):
+        harness.release_memory(device)
+        self.model = model
         self.cuda = device.startswith("cuda")
+        self.inputs = harness.make_inputs(task, derive_seed(seed_base, 0), device, precision)
         if self.cuda:
             self.flush_buffer = torch.empty(self.FLUSH_BYTES, dtype=torch.uint8, device=device)
             self.start = torch.cuda.Event(enable_timing=True)
             self.stop = torch.cuda.Event(enable_timing=True)
-
-    def sample(self, call):
-        if not self.cuda:
-            t0 = time.perf_counter()
-            call()
-            return (time.perf_counter() - t0) * 1e3
-        torch.cuda.synchronize()
-        self.flush_buffer.zero_()
-        self.start.record()
-        call()
-        self.stop.record()
-        torch.cuda.synchronize()
-        return self.start.elapsed_time(self.stop)
-
-
-class TimedModel:
-    """One worker's timed arm: the model, one input set made from the timing seed, the timer.
-    Set up on the first timing request, after the correctness trials, with memory released so
-    the other worker on the GPU has room."""
-
-    def __init__(self, model, task, seed, device, precision, mode="offline", warmup=3):
-        harness.release_memory(device)
-        self.model = model
-        self.timer = KernelBenchTimer(device) if mode == "kernelbench" else Timer(device)
-        self.inputs = harness.make_inputs(task, seed, device, precision)
         for _ in range(warmup):
             harness.forward(model, self.inputs, 0)
         harness.synchronize(device)
 
     def samples(self, n):
+        out = []
         with torch.no_grad():
-            return self.timer.samples(lambda: self.model(*self.inputs), n)
+            for _ in range(n):
+                if not self.cuda:
+                    t0 = time.perf_counter()
+                    self.model(*self.inputs)
+                    out.append((time.perf_counter() - t0) * 1e3)
+                    continue
+                torch.cuda.synchronize()
+                self.flush_buffer.zero_()
+                self.start.record()
+                self.model(*self.inputs)
+                self.stop.record()
+                torch.cuda.synchronize()
+                out.append(self.start.elapsed_time(self.stop))
+        return {"samples_ms": out}
+
+
+def handle(worker, req, keep):
+    """The timing commands, for either worker (`worker` has model, task, device, precision and a
+    `timed` slot): `time_setup` (build and warm up), `time` (a block of samples)."""
+    if req["cmd"] == "time_setup":
+        worker.timed = None
+        if req["mode"] == "kernelbench":
+            worker.timed = KernelBenchModel(worker.model, worker.task, req["seed"], worker.device, worker.precision)
+            return {}
+        worker.timed = TimedModel(worker.model, worker.task, req["seed"], worker.device, worker.precision, keep)
+        return worker.timed.warmup()
+    if isinstance(worker.timed, KernelBenchModel):
+        return worker.timed.samples(req["n"])
+    return worker.timed.samples(req["n"], req.get("blocker_cycles", 0), req.get("audits", 0))

@@ -1,0 +1,106 @@
+"""Summarize an identity calibration run (each task's reference as its own submission).
+
+    python3 benchmarks/calibration_table.py OFFLINE_RESULTS_JSON [KERNELBENCH_RESULTS_JSON]
+
+Prints Markdown: decision labels (an identity must be SAME), the CI half-widths, the
+evaluations that were not SAME, the wall-time split, and, given a `--mode kernelbench` run of
+the same submissions, the two modes side by side on the tasks both evaluated (upstream's
+statistic is the ratio of means; its spread is what the calibration shows). Standard library only.
+"""
+
+import json
+import statistics
+import sys
+from collections import Counter
+
+
+def load(path):
+    with open(path) as f:
+        record = json.load(f)
+    return {e["file"]: e for e in record["evaluations"]}, record
+
+
+def quantiles(values):
+    values = sorted(values)
+    pick = lambda q: values[min(len(values) - 1, int(q * len(values)))]  # noqa: E731
+    return f"median {statistics.median(values):.4f}, p90 {pick(0.9):.4f}, max {values[-1]:.4f}"
+
+
+def labels(evals):
+    timed = [e for e in evals.values() if e.get("timing")]
+    counts = Counter(e["timing"]["label"] for e in timed)
+    same = counts.get("same", 0)
+    print(f"- evaluations: {len(evals)}, timed: {len(timed)}")
+    print(f"- labels: {dict(sorted(counts.items()))}; SAME {same}/{len(timed)} = {100 * same / max(len(timed), 1):.1f} %")
+    print(f"- CI half-width of the speedup (relative): {quantiles([e['timing']['ci_half_width'] for e in timed])}")
+    spread = [abs(e["timing"]["speedup"] - 1) for e in timed]
+    print(f"- |speedup - 1|: {quantiles(spread)}")
+    stopped = Counter(e["timing"]["stopped"] for e in timed)
+    print(f"- sampling stopped by: {dict(sorted(stopped.items()))}")
+    untimed = [e for e in evals.values() if not e.get("timing")]
+    return timed, untimed
+
+
+def exceptions(timed, untimed):
+    print("\n| file | verdict | label | speedup [95 % CI] | method | stopped | note |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for e in sorted(untimed, key=lambda e: e["file"]):
+        print(f"| {e['file']} | {e['verdict']} | - | - | - | - | {e['reason'][:120]} |")
+    for e in sorted(timed, key=lambda e: e["file"]):
+        t = e["timing"]
+        if t["label"] == "same":
+            continue
+        note = "; ".join(w[:100] for w in t["warnings"][:2])
+        ci = f"{t['speedup']:.3f} [{t['speedup_ci_low']:.3f}, {t['speedup_ci_high']:.3f}]"
+        print(f"| {e['file']} | {e['verdict']} | {t['label']} | {ci} | {t['method']} | {t['stopped']} | {note} |")
+
+
+def walltime(evals):
+    phases = Counter()
+    for e in evals.values():
+        for key in ("load_s", "correctness_s", "timing_s"):
+            phases[key] += e["phases"].get(key) or 0.0
+    builds = sum((e.get("build") or {}).get("seconds", 0.0) for e in evals.values())
+    total = sum(e["seconds"] for e in evals.values())
+    print(
+        f"\nWall time of the evaluations (summed): {total:.0f} s = load {phases['load_s']:.0f} s"
+        f" + correctness and checks {phases['correctness_s']:.0f} s + timing {phases['timing_s']:.0f} s"
+        f" (+ builds {builds:.0f} s; worker start-up overlaps the previous evaluations)"
+    )
+
+
+def side_by_side(offline, kernelbench):
+    both = sorted(set(offline) & set(kernelbench))
+    rows = [(f, offline[f].get("timing"), kernelbench[f].get("timing")) for f in both]
+    rows = [(f, a, b) for f, a, b in rows if a and b]
+    if not rows:
+        return
+    print(f"\n## Side by side with `--mode kernelbench` ({len(rows)} tasks both timed)\n")
+    off = [abs(a["speedup"] - 1) for _, a, _ in rows]
+    kb = [abs(b["mean_ratio"] - 1) for _, _, b in rows]
+    print(f"- offline |speedup - 1|: {quantiles(off)}")
+    print(f"- kernelbench |ratio of means - 1|: {quantiles(kb)}")
+    print(f"- kernelbench labels (Fieller interval, same band): {dict(Counter(b['label'] for _, _, b in rows))}")
+    print("\n| file | offline speedup [CI] | label | kernelbench ratio of means [CI] | label |")
+    print("| --- | --- | --- | --- | --- |")
+    for f, a, b in rows:
+        print(
+            f"| {f} | {a['speedup']:.3f} [{a['speedup_ci_low']:.3f}, {a['speedup_ci_high']:.3f}] | {a['label']}"
+            f" | {b['speedup']:.3f} [{b['speedup_ci_low']:.3f}, {b['speedup_ci_high']:.3f}] | {b['label']} |"
+        )
+
+
+def main():
+    if len(sys.argv) not in (2, 3):
+        sys.exit(__doc__)
+    offline, record = load(sys.argv[1])
+    print(f"# Identity calibration: {record['config']['mode']} mode, {record['environment']['gpus'][0].get('name', '?')}\n")
+    timed, untimed = labels(offline)
+    exceptions(timed, untimed)
+    walltime(offline)
+    if len(sys.argv) == 3:
+        side_by_side(offline, load(sys.argv[2])[0])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,769 @@
+//! The timing schedule (timing.md 10.2-10.4) over the two workers of an evaluation: warm-up and
+//! blocker sizing, interleaved blocks of samples (A C C A, then C A A C), NVML telemetry after
+//! every block (slowdown rounds retaken, power capping tagged, clock parity), adaptive stopping
+//! on the precision of the speedup, timed-output checks at unpredictable rounds, audit samples
+//! and the wall-clock envelope; then the statistics of the comparison. The samples themselves
+//! are taken by the workers (`kbench_worker/timing.py`).
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{json, Value};
+
+use crate::config::{Config, Device, Mode};
+use crate::nvml::{Gpu, Nvml, RoundTag, Telemetry};
+use crate::record::{merge_check, Arm, Audit, Check, Outcome, RoundTelemetry, Timing};
+use crate::stats;
+use crate::verdict::Verdict;
+use crate::worker::{Reply, Worker};
+
+/// Why timing ended early: the verdict and its reason.
+pub type Failed = (Verdict, String);
+
+/// Samples per arm in one block: enough calls for ~5 ms, at most 10. A round is A C C A (or
+/// C A A C) in blocks, so linear drift cancels within a round and each arm holds each position
+/// equally often.
+const BLOCK: u32 = 10;
+const BLOCK_MS: f64 = 5.0;
+/// Rounds before stopping may be considered: the bootstrap resamples whole rounds.
+const MIN_ROUNDS: u32 = 5;
+/// Resamples of the bootstrap that confirms the quick interval before stopping.
+const CONFIRM_RESAMPLES: usize = 1_000;
+/// The blocker: twice the slower arm's host submission time, within these bounds (µs).
+const BLOCKER_MIN_US: f64 = 50.0;
+const BLOCKER_MAX_US: f64 = 100_000.0;
+/// SM clock assumed when NVML cannot say: the blocker spins cycles, so a higher guess only
+/// lengthens it.
+const FALLBACK_MAX_MHZ: u32 = 2_000;
+/// Rounds with audit calls (this many per arm): the first, then every tenth.
+const AUDIT_EVERY: u32 = 10;
+const AUDIT_CALLS: u32 = 3;
+/// The candidate's audit excess over its event time (medians) may reach the largest of a floor,
+/// a multiple of the reference's excess and half its own audit wall time (verifier.md).
+const AUDIT_FLOOR_MS: f64 = 0.05;
+const AUDIT_FACTOR: f64 = 3.0;
+const AUDIT_SHARE: f64 = 0.5;
+/// The blocker grows (doubling) to this multiple of its first length to cover host submission;
+/// a call still outlasting it waits for the GPU itself (a host synchronization inside).
+const BLOCKER_GROWTH: f64 = 8.0;
+/// Audit samples per arm taken when the audit flags the candidate.
+const AUDIT_SAMPLES: u32 = 20;
+/// Wall time per sample not explained by the reported times may exceed the reference's by at
+/// most max(floor, share x the reference's median).
+const ENVELOPE_FLOOR_MS: f64 = 0.1;
+const ENVELOPE_SHARE: f64 = 0.25;
+/// Timed outputs checked: the first round's, then each later round with probability 1/4.
+const MAX_TIMED_CHECKS: u32 = 6;
+/// Arms whose median SM clocks differ by more than this are "clock-confounded".
+const CLOCK_PARITY: f64 = 0.02;
+/// Pause after a round discarded for slowdown, to let the GPU recover.
+const SLOWDOWN_PAUSE: Duration = Duration::from_millis(50);
+/// Extra time allowed for a worker's warm-up (at most ~2 s of calls) beyond one call's deadline.
+const WARMUP_ALLOWANCE: Duration = Duration::from_secs(5);
+const BOOTSTRAP_RESAMPLES: usize = stats::DEFAULT_RESAMPLES;
+const CI_LEVEL: f64 = 0.95;
+
+/// The two workers of an evaluation, as timing uses them.
+pub struct Session<'s> {
+    pub config: &'s Config,
+    pub reference: &'s mut Worker,
+    pub candidate: &'s mut Worker,
+    /// NVML for the evaluation's GPU, when it can be read.
+    pub gpu: Option<&'s Mutex<Nvml>>,
+    /// Base of the input seeds of timed calls: sample k of either arm uses derive_seed(base, k).
+    pub seed_base: u64,
+}
+
+/// One arm's samples as they accumulate.
+#[derive(Default)]
+struct Taken {
+    samples: Vec<f64>,
+    rounds: Vec<u32>,
+    /// Per block: wall time per sample (seen from here) minus the reported mean sample.
+    unexplained_ms: Vec<f64>,
+    audit_ms: Vec<f64>,
+    sm_mhz: Vec<f64>,
+}
+
+/// A block's reply, read.
+struct Block {
+    samples: Vec<f64>,
+    /// The worker's checks of its state after the block (e.g. the L2 persisting limit).
+    checks: Vec<Check>,
+    overflows: u32,
+    audit_ms: Vec<f64>,
+    unexplained_ms: f64,
+}
+
+impl Session<'_> {
+    fn worker(&mut self, arm: usize) -> &mut Worker {
+        if arm == 0 {
+            self.reference
+        } else {
+            self.candidate
+        }
+    }
+
+    /// A timing request to one arm; the reference's failures are not the submission's fault.
+    fn ask(&mut self, arm: usize, body: Value, deadline: Duration) -> Result<Value, Failed> {
+        match (self.worker(arm).request(body, deadline), arm) {
+            (Ok(Reply::Ok(v)), _) => Ok(v),
+            (Ok(Reply::Err(e)), 0) => Err(reference_failed(&e.message)),
+            (Err(f), 0) => Err(reference_failed(&f.to_string())),
+            (Ok(Reply::Err(e)), _) => Err((crate::evaluate::candidate_verdict(&e), e.message)),
+            (Err(f), _) => Err((crate::evaluate::failure_verdict(&f), f.to_string())),
+        }
+    }
+
+    fn block(
+        &mut self,
+        arm: usize,
+        n: u32,
+        blocker_cycles: u64,
+        audits: u32,
+    ) -> Result<Block, Failed> {
+        let request =
+            json!({"cmd": "time", "n": n, "blocker_cycles": blocker_cycles, "audits": audits});
+        let started = Instant::now();
+        let reply = self.ask(arm, request, self.config.timeouts.call)?;
+        let wall_ms = started.elapsed().as_secs_f64() * 1e3;
+        let samples = samples_of(&reply)?;
+        let mean = if samples.is_empty() {
+            0.0
+        } else {
+            samples.iter().sum::<f64>() / samples.len() as f64
+        };
+        Ok(Block {
+            checks: serde_json::from_value(reply["checks"].clone()).unwrap_or_default(),
+            unexplained_ms: wall_ms / f64::from(n.max(1)) - mean,
+            overflows: reply["overflows"].as_u64().unwrap_or(0) as u32,
+            audit_ms: serde_json::from_value::<Vec<f64>>(reply["audit_ms"].clone())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|t| t.is_finite() && *t >= 0.0)
+                .collect(),
+            samples,
+        })
+    }
+
+    fn read_gpu(&self) -> Option<(Telemetry, Option<u32>)> {
+        let mut gpu = self.gpu?.lock().ok()?;
+        let max = gpu.max_sm_mhz().ok();
+        gpu.read().ok().map(|t| (t, max))
+    }
+
+    /// Time both arms. `timed_check` checks the candidate's kept output of the last block (it
+    /// gets both workers and the seed base) and says how it went.
+    pub fn run(
+        &mut self,
+        checks: &mut Vec<Check>,
+        mut timed_check: impl FnMut(&mut Worker, &mut Worker, u64) -> Result<Check, Failed>,
+    ) -> Result<Timing, Failed> {
+        if self.config.mode == Mode::KernelBench {
+            return self.kernelbench();
+        }
+        let cfg = self.config;
+        let setup = json!({"cmd": "time_setup", "seed": self.seed_base, "mode": "offline"});
+        let deadline = cfg.timeouts.call + WARMUP_ALLOWANCE;
+        let warm = [
+            self.ask(0, setup.clone(), deadline)?,
+            self.ask(1, setup, deadline)?,
+        ];
+        let submit_ms = warm
+            .iter()
+            .filter_map(|w| w["submit_ms"].as_f64())
+            .fold(0.0, f64::max);
+        let first_blocker_us = (2e3 * submit_ms).clamp(BLOCKER_MIN_US, BLOCKER_MAX_US);
+        let mut blocker_us = first_blocker_us;
+        let mut host_syncs = false;
+        let max_mhz = self
+            .read_gpu()
+            .and_then(|(_, m)| m)
+            .unwrap_or(FALLBACK_MAX_MHZ);
+        let median_ms = warm
+            .iter()
+            .filter_map(|w| w["median_ms"].as_f64())
+            .fold(0.0, f64::max);
+        let per_block = if median_ms > 0.0 {
+            (BLOCK_MS / median_ms).ceil() as u32
+        } else {
+            BLOCK
+        };
+        let block_n = per_block.clamp(1, BLOCK).min((cfg.max_samples / 4).max(1));
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed_base);
+
+        let mut arms = [Taken::default(), Taken::default()];
+        let mut telemetry = Vec::new();
+        let (mut kept, mut attempts, mut overflows, mut timed_checks) = (0u32, 0u32, 0u32, 0u32);
+        let started = Instant::now();
+        let stopped = loop {
+            attempts += 1;
+            let round = kept;
+            let order: [usize; 4] = if round % 2 == 0 {
+                [0, 1, 1, 0]
+            } else {
+                [1, 0, 0, 1]
+            };
+            let cycles = (blocker_us * f64::from(max_mhz)) as u64;
+            let mut blocks: [Vec<Block>; 2] = [Vec::new(), Vec::new()];
+            let mut slowdown = false;
+            let mut reading = None;
+            let mut clocks = [Vec::new(), Vec::new()];
+            for (position, &arm) in order.iter().enumerate() {
+                let audit = cfg.device == Device::Cuda && round % AUDIT_EVERY == 0 && position < 2;
+                let audits = if audit { AUDIT_CALLS } else { 0 };
+                blocks[arm].push(self.block(arm, block_n, cycles, audits)?);
+                if let Some((t, max)) = self.read_gpu() {
+                    slowdown |= t.tag(max) == RoundTag::Slowdown;
+                    clocks[arm].push(f64::from(t.sm_mhz));
+                    reading = Some((t, max));
+                }
+            }
+            if let Some((reading, max)) = reading {
+                let tag = if slowdown {
+                    RoundTag::Slowdown
+                } else {
+                    reading.tag(max)
+                };
+                telemetry.push(RoundTelemetry {
+                    round,
+                    reading,
+                    tag,
+                });
+            }
+            let round_overflows: u32 = blocks.iter().flatten().map(|b| b.overflows).sum();
+            overflows += round_overflows;
+            let give_up = attempts > 3 * kept + 10;
+            if slowdown && !give_up {
+                std::thread::sleep(SLOWDOWN_PAUSE);
+                continue;
+            }
+            // Host submission outlasted the blocker: lengthen it and take the round again, up to
+            // a point; beyond it the call waits for the GPU itself and no blocker can help.
+            if round_overflows > 0 && !host_syncs && !give_up {
+                let ceiling = (BLOCKER_GROWTH * first_blocker_us).min(BLOCKER_MAX_US);
+                if blocker_us < ceiling {
+                    blocker_us = (2.0 * blocker_us).min(ceiling);
+                    continue;
+                }
+                host_syncs = true;
+                blocker_us = first_blocker_us;
+            }
+            for (arm, taken) in arms.iter_mut().enumerate() {
+                for mut block in std::mem::take(&mut blocks[arm]) {
+                    for check in block.checks.drain(..) {
+                        merge_check(checks, check);
+                    }
+                    taken
+                        .rounds
+                        .extend(std::iter::repeat_n(round, block.samples.len()));
+                    taken.samples.extend(block.samples);
+                    taken.unexplained_ms.push(block.unexplained_ms);
+                    taken.audit_ms.extend(block.audit_ms);
+                }
+                taken.sm_mhz.append(&mut clocks[arm]);
+            }
+            kept += 1;
+            if timed_checks == 0 || (timed_checks < MAX_TIMED_CHECKS && rng.gen_ratio(1, 4)) {
+                timed_checks += 1;
+                let check = timed_check(self.reference, self.candidate, self.seed_base)?;
+                merge_check(checks, check);
+            }
+            if let Some(why) = stop_reason(&arms, kept, started.elapsed(), cfg, self.seed_base) {
+                break why;
+            }
+            if give_up && kept < 2 {
+                return Err((
+                    Verdict::Skipped,
+                    "the GPU stayed in hardware or thermal slowdown: no clean rounds".into(),
+                ));
+            }
+        };
+
+        let [a, c] = arms;
+        merge_check(checks, envelope_check(&a, &c, cfg.device));
+        let audit_check = audit_check(&a, &c);
+        let flagged = audit_check.outcome == Outcome::Warn;
+        merge_check(checks, audit_check);
+        let audit = (!a.audit_ms.is_empty()).then(|| Audit {
+            reference_ms: a.audit_ms.clone(),
+            candidate_ms: c.audit_ms.clone(),
+            flagged,
+        });
+        let (reference, candidate, method) = if flagged {
+            let (r, c) = self.audit_only(AUDIT_SAMPLES)?;
+            (r, c, "audit_wall_clock".to_string())
+        } else {
+            (arm_of(&a), arm_of(&c), method(cfg))
+        };
+        let mut timing = summarize(method, reference, candidate, self.seed_base, cfg.delta);
+        timing.rounds_discarded = attempts - kept;
+        timing.telemetry = telemetry;
+        timing.stopped = stopped.into();
+        timing.blocker_us = if cfg.device == Device::Cuda {
+            blocker_us
+        } else {
+            0.0
+        };
+        timing.blocker_overflows = overflows;
+        timing.audit = audit;
+        clock_parity(&mut timing, &a.sm_mhz, &c.sm_mhz);
+        if host_syncs {
+            timing.warnings.push(format!(
+                "forward waits for the GPU while it is being submitted (a host synchronization inside; {overflows} sample(s) outlasted a {:.1} ms blocker): launch latency is inside these times",
+                (BLOCKER_GROWTH * first_blocker_us).min(BLOCKER_MAX_US) / 1e3
+            ));
+        }
+        if timing.stopped != "precision" {
+            timing.warnings.push(format!(
+                "stopped by the {} before reaching ±{:.1} %: the interval reached ±{:.2} %",
+                timing.stopped.replace('_', " "),
+                cfg.ci_target * 100.0,
+                timing.ci_half_width * 100.0
+            ));
+        }
+        Ok(timing)
+    }
+
+    /// Audit samples only, interleaved one per arm per round (A C, then C A): the times
+    /// reported when events could not see all of the candidate's work.
+    fn audit_only(&mut self, rounds: u32) -> Result<(Arm, Arm), Failed> {
+        let mut taken = [Taken::default(), Taken::default()];
+        for round in 0..rounds {
+            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+            for arm in order {
+                let block = self.block(arm, 0, 0, 1)?;
+                for ms in block.audit_ms {
+                    taken[arm].samples.push(ms);
+                    taken[arm].rounds.push(round);
+                }
+            }
+        }
+        Ok((arm_of(&taken[0]), arm_of(&taken[1])))
+    }
+
+    /// Upstream KernelBench's loop: all candidate samples, then all reference samples (its
+    /// order), each after a write flush with no blocker; the speedup is the ratio of means with
+    /// a Fieller interval. For comparison with published numbers, not for decisions.
+    fn kernelbench(&mut self) -> Result<Timing, Failed> {
+        let cfg = self.config;
+        let setup = json!({"cmd": "time_setup", "seed": self.seed_base, "mode": "kernelbench"});
+        let deadline = cfg.timeouts.call + WARMUP_ALLOWANCE;
+        self.ask(1, setup.clone(), deadline)?;
+        self.ask(0, setup, deadline)?;
+        let request = json!({"cmd": "time", "n": cfg.max_samples.min(KERNELBENCH_TRIALS)});
+        let cand = samples_of(&self.ask(1, request.clone(), cfg.timeouts.call)?)?;
+        let refs = samples_of(&self.ask(0, request, cfg.timeouts.call)?)?;
+        let arm = |samples_ms: Vec<f64>| Arm {
+            median_ms: stats::median(&samples_ms),
+            rounds: vec![0; samples_ms.len()],
+            samples_ms,
+        };
+        let mut timing = summarize(method(cfg), arm(refs), arm(cand), self.seed_base, cfg.delta);
+        timing.stopped = "max_samples".into();
+        let means = stats::Samples::new(timing.reference.samples_ms.clone()).and_then(|r| {
+            Ok(stats::ratio_of_means(
+                &r,
+                &stats::Samples::new(timing.candidate.samples_ms.clone())?,
+                CI_LEVEL,
+            ))
+        });
+        timing.speedup = timing.mean_ratio;
+        match means.ok().and_then(|m| m.ci) {
+            Some(ci) => {
+                (timing.speedup_ci_low, timing.speedup_ci_high) = (ci.low, ci.high);
+                timing.label = stats::decide(ci.low, ci.high, cfg.delta);
+            }
+            None => {
+                (timing.speedup_ci_low, timing.speedup_ci_high) = (0.0, f64::MAX);
+                timing.label = stats::Decision::Inconclusive;
+            }
+        }
+        timing.ci_half_width = half_width(&timing);
+        Ok(timing)
+    }
+}
+
+/// Upstream KernelBench's number of timed trials.
+const KERNELBENCH_TRIALS: u32 = 100;
+
+fn reference_failed(why: &str) -> Failed {
+    (
+        Verdict::Skipped,
+        format!("the reference failed while timed: {why}"),
+    )
+}
+
+fn arm_of(taken: &Taken) -> Arm {
+    Arm {
+        median_ms: stats::median(&taken.samples),
+        samples_ms: taken.samples.clone(),
+        rounds: taken.rounds.clone(),
+    }
+}
+
+/// Whether to stop after this round: precision reached, the sample cap, or the time budget
+/// (precision only after `MIN_ROUNDS`, the others after two rounds, the bootstrap's minimum).
+/// Precision is the quick rank interval (timing.md step 13), confirmed by a paired bootstrap
+/// over rounds like the one reported, so the reported interval meets the target too.
+fn stop_reason(
+    arms: &[Taken; 2],
+    rounds: u32,
+    elapsed: Duration,
+    cfg: &Config,
+    seed: u64,
+) -> Option<&'static str> {
+    let n = arms[0].samples.len().min(arms[1].samples.len());
+    let quick = rounds >= MIN_ROUNDS
+        && stats::Samples::new(arms[0].samples.clone())
+            .and_then(|a| Ok((a, stats::Samples::new(arms[1].samples.clone())?)))
+            .is_ok_and(|(a, c)| stats::precision_reached(&a, &c, cfg.ci_target));
+    let precise = quick
+        && stats::Rounds::from_tagged(
+            &arms[0].samples,
+            &arms[0].rounds,
+            &arms[1].samples,
+            &arms[1].rounds,
+        )
+        .is_ok_and(|r| {
+            let s = stats::paired_speedup(&r, CONFIRM_RESAMPLES, CI_LEVEL, seed).speedup;
+            (s.ci_high - s.ci_low) / (2.0 * s.ratio) <= cfg.ci_target
+        });
+    if rounds < 2 {
+        None
+    } else if precise {
+        Some("precision")
+    } else if n >= cfg.max_samples as usize {
+        Some("max_samples")
+    } else if elapsed >= cfg.budget {
+        Some("budget")
+    } else {
+        None
+    }
+}
+
+fn median_or_zero(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        0.0
+    } else {
+        stats::median(values)
+    }
+}
+
+/// `timing.wall_envelope`: the wall time of the candidate's timing requests, seen from here,
+/// should be explained by the times it reported, as well as the reference's are (both arms pay
+/// the same flush, blocker and input refresh per sample). Times forged inside the candidate's
+/// process (a patched timer, a fake reply) leave wall time unexplained. Evidence, not a verdict:
+/// the blocker spins a number of cycles, so it lasts longer when a heavy kernel has pulled the
+/// SM clock down under the power cap (on the H100 honest SGEMMs showed up to 1.8 ms more per
+/// sample than cuBLAS's reference). GPU only: on the CPU a sample is host time already.
+fn envelope_check(reference: &Taken, candidate: &Taken, device: Device) -> Check {
+    let name = "timing.wall_envelope".to_string();
+    if device != Device::Cuda {
+        return Check {
+            name,
+            outcome: Outcome::Skip,
+            evidence: "CPU: samples are host time".into(),
+            seconds: 0.0,
+            runs: 1,
+        };
+    }
+    let (r, c) = (
+        median_or_zero(&reference.unexplained_ms),
+        median_or_zero(&candidate.unexplained_ms),
+    );
+    let limit = ENVELOPE_FLOOR_MS.max(ENVELOPE_SHARE * median_or_zero(&reference.samples));
+    let excess = c - r;
+    Check {
+        name,
+        outcome: if excess > limit { Outcome::Warn } else { Outcome::Pass },
+        evidence: format!(
+            "wall time per sample beyond the reported time: candidate {c:.3} ms, reference {r:.3} ms (excess {excess:.3} ms, limit {limit:.3} ms)"
+        ),
+        seconds: 0.0,
+        runs: 1,
+    }
+}
+
+/// `timing.audit`: calls between device-wide synchronizations, timed by the host, against the
+/// event times. Work a candidate leaves on another stream is invisible to events on the
+/// harness stream but not to a device-wide synchronize. A flag switches the reported times to
+/// audit samples for this task (the trick is then measured, not rewarded).
+fn audit_check(reference: &Taken, candidate: &Taken) -> Check {
+    let name = "timing.audit".to_string();
+    if reference.audit_ms.is_empty() || candidate.audit_ms.is_empty() {
+        return Check {
+            name,
+            outcome: Outcome::Skip,
+            evidence: "no audit samples (CPU)".into(),
+            seconds: 0.0,
+            runs: 1,
+        };
+    }
+    let excess = |t: &Taken| median_or_zero(&t.audit_ms) - median_or_zero(&t.samples);
+    let (r, c) = (excess(reference), excess(candidate));
+    let limit = AUDIT_FLOOR_MS
+        .max(AUDIT_FACTOR * r)
+        .max(AUDIT_SHARE * median_or_zero(&candidate.audit_ms));
+    Check {
+        name,
+        outcome: if c > limit { Outcome::Warn } else { Outcome::Pass },
+        evidence: format!(
+            "host wall time beyond event time: candidate {c:.3} ms, reference {r:.3} ms (limit {limit:.3} ms, {} audit call(s) per arm)",
+            candidate.audit_ms.len()
+        ),
+        seconds: 0.0,
+        runs: candidate.audit_ms.len() as u32,
+    }
+}
+
+/// Clock parity: the median NVML SM clock of each arm; when they differ by more than 2 %, the
+/// speedup in cycles (time x clock) too, and a warning.
+fn clock_parity(timing: &mut Timing, reference: &[f64], candidate: &[f64]) {
+    if reference.is_empty() || candidate.is_empty() {
+        return;
+    }
+    let (r, c) = (stats::median(reference), stats::median(candidate));
+    timing.reference_sm_mhz = Some(r);
+    timing.candidate_sm_mhz = Some(c);
+    if r > 0.0 && c > 0.0 && (r / c - 1.0).abs() > CLOCK_PARITY {
+        let cycles = timing.speedup * r / c;
+        timing.cycle_speedup = Some(cycles);
+        timing.warnings.push(format!(
+            "clock-confounded: SM clock {r:.0} MHz (reference) vs {c:.0} MHz (candidate); speedup in cycles {cycles:.3}"
+        ));
+    }
+}
+
+/// The samples of a timing reply: finite, non-negative milliseconds, or the worker is broken.
+pub fn samples_of(reply: &Value) -> Result<Vec<f64>, Failed> {
+    let samples: Vec<f64> = serde_json::from_value(reply["samples_ms"].clone())
+        .map_err(|e| (Verdict::Crashed, format!("malformed timing reply: {e}")))?;
+    if samples.iter().any(|s| !s.is_finite() || *s < 0.0) {
+        return Err((
+            Verdict::Crashed,
+            "timing reply holds a negative or non-finite time".into(),
+        ));
+    }
+    Ok(samples)
+}
+
+fn method(cfg: &Config) -> String {
+    match (cfg.mode, cfg.device) {
+        (Mode::Offline, Device::Cuda) => "cuda_events_flush_blocker".into(),
+        (Mode::KernelBench, Device::Cuda) => "kernelbench_events_write_flush".into(),
+        (Mode::Offline, Device::Cpu) => "cpu_perf_counter".into(),
+        (Mode::KernelBench, Device::Cpu) => "kernelbench_cpu_perf_counter".into(),
+    }
+}
+
+fn half_width(timing: &Timing) -> f64 {
+    if timing.speedup > 0.0 && timing.speedup_ci_high.is_finite() {
+        (timing.speedup_ci_high - timing.speedup_ci_low) / (2.0 * timing.speedup)
+    } else {
+        f64::INFINITY
+    }
+}
+
+/// The statistics of one comparison: paired bootstrap over rounds for the speedup and its
+/// interval, Hodges-Lehmann and Mann-Whitney as cross-checks, the decision label. Samples the
+/// checked types reject (e.g. a 0 ms event time) fall back to an unpaired bootstrap with no
+/// cross-checks and an INCONCLUSIVE label.
+pub fn summarize(method: String, reference: Arm, candidate: Arm, seed: u64, delta: f64) -> Timing {
+    let paired = stats::Rounds::from_tagged(
+        &reference.samples_ms,
+        &reference.rounds,
+        &candidate.samples_ms,
+        &candidate.rounds,
+    )
+    .map(|rounds| stats::paired_speedup(&rounds, BOOTSTRAP_RESAMPLES, CI_LEVEL, seed).speedup);
+    let arms = stats::Samples::new(reference.samples_ms.clone())
+        .and_then(|r| Ok((r, stats::Samples::new(candidate.samples_ms.clone())?)));
+    let (s, label) = match &paired {
+        Ok(s) => (*s, s.decision(delta)),
+        Err(_) => {
+            let s = stats::speedup(
+                &reference.samples_ms,
+                &candidate.samples_ms,
+                BOOTSTRAP_RESAMPLES,
+                CI_LEVEL,
+                seed,
+            );
+            (s, stats::Decision::Inconclusive)
+        }
+    };
+    let mut warnings = Vec::new();
+    let (hodges_lehmann, p_faster) = match &arms {
+        Ok((r, c)) => {
+            for (name, arm) in [("reference", r), ("candidate", c)] {
+                let text = |w| {
+                    serde_json::to_value(w)
+                        .ok()
+                        .and_then(|v| v.as_str().map(String::from))
+                };
+                warnings.extend(
+                    stats::sample_warnings(arm)
+                        .into_iter()
+                        .filter_map(text)
+                        .map(|w| format!("{name}: {w}")),
+                );
+            }
+            (
+                Some(stats::hodges_lehmann(r, c, CI_LEVEL)),
+                Some(stats::mann_whitney(r, c).p_faster),
+            )
+        }
+        Err(e) => {
+            warnings.push(format!("samples not usable for rank statistics: {e}"));
+            (None, None)
+        }
+    };
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let mut timing = Timing {
+        method,
+        mean_ratio: mean(&reference.samples_ms) / mean(&candidate.samples_ms),
+        reference,
+        candidate,
+        speedup: s.ratio,
+        speedup_ci_low: s.ci_low,
+        speedup_ci_high: s.ci_high,
+        ci_level: CI_LEVEL,
+        label,
+        delta,
+        hodges_lehmann,
+        p_faster,
+        warnings,
+        rounds_discarded: 0,
+        telemetry: Vec::new(),
+        stopped: String::new(),
+        ci_half_width: 0.0,
+        blocker_us: 0.0,
+        blocker_overflows: 0,
+        reference_sm_mhz: None,
+        candidate_sm_mhz: None,
+        cycle_speedup: None,
+        audit: None,
+        sol_ms: None,
+        percent_sol: None,
+        reference_percent_sol: None,
+        invalid: false,
+    };
+    timing.ci_half_width = half_width(&timing);
+    timing
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn taken(samples: &[f64], unexplained: &[f64], audit: &[f64]) -> Taken {
+        Taken {
+            samples: samples.to_vec(),
+            rounds: (0..samples.len() as u32).map(|i| i / 10).collect(),
+            unexplained_ms: unexplained.to_vec(),
+            audit_ms: audit.to_vec(),
+            sm_mhz: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_envelope_fails_times_that_wall_time_does_not_explain() {
+        let reference = taken(&[1.0; 20], &[0.30, 0.32], &[]);
+        let honest = taken(&[0.5; 20], &[0.31, 0.33], &[]);
+        assert_eq!(
+            envelope_check(&reference, &honest, Device::Cuda).outcome,
+            Outcome::Pass
+        );
+        // Reports 0.1 ms per call while each sample's wall time hides 0.9 ms more.
+        let forged = taken(&[0.1; 20], &[1.2, 1.25], &[]);
+        let check = envelope_check(&reference, &forged, Device::Cuda);
+        assert_eq!(check.outcome, Outcome::Warn, "{}", check.evidence);
+        assert_eq!(
+            envelope_check(&reference, &forged, Device::Cpu).outcome,
+            Outcome::Skip
+        );
+    }
+
+    #[test]
+    fn the_audit_flags_work_that_events_do_not_see() {
+        let reference = taken(&[1.0; 20], &[], &[1.02, 1.03]);
+        let honest = taken(&[0.5; 20], &[], &[0.52, 0.53]);
+        assert_eq!(audit_check(&reference, &honest).outcome, Outcome::Pass);
+        // Events see 0.05 ms; the device was busy 2 ms longer (a side stream).
+        let escaped = taken(&[0.05; 20], &[], &[2.05, 2.06]);
+        assert_eq!(audit_check(&reference, &escaped).outcome, Outcome::Warn);
+        assert_eq!(
+            audit_check(&taken(&[1.0], &[], &[]), &escaped).outcome,
+            Outcome::Skip
+        );
+    }
+
+    #[test]
+    fn clock_parity_reports_cycles_only_when_clocks_differ() {
+        let arm = |ms: f64| Arm {
+            samples_ms: vec![ms; 4],
+            rounds: vec![0, 0, 1, 1],
+            median_ms: ms,
+        };
+        let mut t = summarize("test".into(), arm(2.0), arm(1.0), 1, 0.03);
+        clock_parity(&mut t, &[1980.0, 1980.0], &[1975.0]);
+        assert_eq!(t.cycle_speedup, None);
+        clock_parity(&mut t, &[1980.0], &[1500.0]);
+        let cycles = t.cycle_speedup.unwrap();
+        assert!((cycles - 2.0 * 1980.0 / 1500.0).abs() < 1e-9);
+        assert!(t.warnings.iter().any(|w| w.starts_with("clock-confounded")));
+    }
+
+    fn arm(samples_ms: Vec<f64>) -> Arm {
+        let rounds = (0..samples_ms.len() as u32).map(|i| i / 4).collect();
+        Arm {
+            median_ms: stats::median(&samples_ms),
+            samples_ms,
+            rounds,
+        }
+    }
+
+    #[test]
+    fn a_twice_as_fast_candidate_is_labeled_faster() {
+        let reference: Vec<f64> = (0..40).map(|i| 2.0 + f64::from(i % 5) * 0.002).collect();
+        let candidate: Vec<f64> = (0..40).map(|i| 1.0 + f64::from(i % 3) * 0.001).collect();
+        let t = summarize(
+            "test".into(),
+            arm(reference),
+            arm(candidate),
+            1,
+            stats::DELTA_DEDICATED,
+        );
+        assert!((t.speedup - 2.004 / 1.001).abs() < 1e-9, "{t:?}");
+        assert_eq!(t.label, stats::Decision::Faster);
+        let hl = t.hodges_lehmann.unwrap();
+        assert!((hl.ratio - 2.0).abs() < 0.02, "{hl:?}");
+        assert!(t.p_faster.unwrap() < 1e-6);
+        // The same samples on both arms are SAME, never FASTER or SLOWER.
+        let same: Vec<f64> = (0..40).map(|i| 1.0 + f64::from(i % 7) * 0.0005).collect();
+        let t = summarize(
+            "test".into(),
+            arm(same.clone()),
+            arm(same),
+            1,
+            stats::DELTA_DEDICATED,
+        );
+        assert_eq!(t.label, stats::Decision::Same, "{t:?}");
+    }
+
+    #[test]
+    fn unusable_samples_give_an_inconclusive_label() {
+        let t = summarize(
+            "test".into(),
+            arm(vec![1.0; 8]),
+            arm(vec![0.0; 8]),
+            1,
+            stats::DELTA_DEDICATED,
+        );
+        assert_eq!(t.label, stats::Decision::Inconclusive);
+        assert!(t.hodges_lehmann.is_none() && t.p_faster.is_none());
+        assert_eq!(t.warnings.len(), 1);
+    }
+}

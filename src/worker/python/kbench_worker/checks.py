@@ -1,0 +1,38 @@
+"""The runtime checks' entries in a reply: `{"name", "outcome", "evidence", "seconds"}` each.
+
+A check that proves cheating raises `harness.TamperError`, one that proves wrong outputs raises
+`harness.OutputCheckError`; what passes, warns or is skipped is recorded here, so kbench can show
+what was verified and what it cost. A check run on several calls of one request (the deep
+checks call forward again) keeps one entry: the most severe outcome, the time summed.
+"""
+
+import time
+
+# Order of severity when one check ran more than once in a request.
+SEVERITY = {"skip": 0, "pass": 1, "warn": 2, "fail": 3}
+
+
+class Log:
+    """The check entries of one request, in the order the checks first ran."""
+
+    def __init__(self):
+        self._entries = {}
+
+    def add(self, name, outcome, evidence, seconds=0.0):
+        entry = self._entries.get(name)
+        if entry is None:
+            self._entries[name] = {"name": name, "outcome": outcome, "evidence": evidence, "seconds": seconds}
+            return
+        entry["seconds"] += seconds
+        if SEVERITY[outcome] > SEVERITY[entry["outcome"]]:
+            entry.update(outcome=outcome, evidence=evidence)
+
+    def run(self, name, check, *args):
+        """Call ``check(*args)``, which returns (outcome, evidence), and record it with its time.
+        An exception (the check's verdict) propagates and records nothing."""
+        started = time.perf_counter()
+        outcome, evidence = check(*args)
+        self.add(name, outcome, evidence, time.perf_counter() - started)
+
+    def entries(self):
+        return list(self._entries.values())

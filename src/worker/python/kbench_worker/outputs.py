@@ -1,0 +1,152 @@
+"""Runtime checks on what forward returned, in the candidate worker.
+
+`outputs.exact_type`, `timing.stream_join`, `outputs.independence`, `determinism.rerun`: each
+returns (outcome, evidence) for `checks.Log.run`, or raises `harness.TamperError` (cheating) or
+`harness.OutputCheckError` (wrong outputs) with a message that starts with the check's name.
+"""
+
+import torch
+
+from .harness import OutputCheckError, OutputTypeError, TamperError
+
+# Integer dtypes of each element size, to compare any tensor bit for bit (NaN equals NaN).
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _container(out):
+    """Whether forward returned several outputs, judged from the type alone: isinstance would
+    read ``__class__``, an attribute a lazy object can intercept."""
+    kind = type(out)
+    structseq = getattr(torch.return_types, kind.__name__, None) is kind
+    return kind is tuple or kind is list or structseq
+
+
+def tensors(out):
+    """The output tensors as a list (call after `exact_type` passed)."""
+    return list(out) if _container(out) else [out]
+
+
+def exact_type(out):
+    """`outputs.exact_type`: every output is a plain torch.Tensor, checked before any attribute
+    is read. A Tensor subclass or an object with ``__torch_function__`` can compute when the
+    comparison inspects it, while the timed call did no work."""
+    items = list(out) if _container(out) else [out]
+    for i, o in enumerate(items):
+        kind = type(o)
+        if kind is torch.Tensor:
+            continue
+        if issubclass(kind, torch.Tensor) or any("__torch_function__" in vars(k) for k in kind.__mro__):
+            raise TamperError(f"outputs.exact_type: output {i} is a {kind.__name__}, a tensor-like type that can defer its work")
+        raise OutputTypeError(f"outputs.exact_type: output {i} is a {kind.__name__}, not a torch.Tensor")
+    return "pass", f"{len(items)} plain torch.Tensor output(s)"
+
+
+def bits(t):
+    """The tensor's raw bits as an integer tensor of the same shape."""
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    return t.view(_BITS[t.element_size()])
+
+
+def same_bits(a, b):
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(bits(a), bits(b))
+
+
+# Elements of each output's end copied first by `stream_join`.
+TAIL = 1 << 16
+
+
+def _tail(t):
+    flat = t.reshape(-1) if t.is_contiguous() else t.new_empty(0)
+    return flat[-TAIL:]
+
+
+def stream_join(outs):
+    """`timing.stream_join` (GPU): wait for the current stream only, copy the outputs on it,
+    then wait for the whole device. A copy that differs from the final outputs means forward
+    left work running on another stream, outside the caller's events. Honest kernels on the
+    current or the legacy default stream are complete when the current stream is.
+
+    The ends of the outputs are copied first: a kernel left running on another stream writes
+    them last, and a full copy that starts behind such a kernel streams through memory after
+    it and sees finished values (measured on the H100: a whole-tensor copy missed both stream
+    escapes of the corpus)."""
+    done = torch.cuda.Event()
+    done.record()
+    done.synchronize()
+    try:
+        tails = [_tail(o).clone() for o in outs]
+        copies = [o.clone() for o in outs]
+    except torch.cuda.OutOfMemoryError:
+        torch.cuda.synchronize()
+        return "skip", "no room to copy the outputs"
+    torch.cuda.synchronize()
+    late = [
+        i
+        for i, (o, t, c) in enumerate(zip(outs, tails, copies))
+        if not (same_bits(_tail(o), t) and same_bits(o, c))
+    ]
+    if late:
+        raise TamperError(
+            f"timing.stream_join: output(s) {late} changed after the current stream had finished: "
+            "forward left work running on another stream"
+        )
+    return "pass", f"{len(outs)} output(s) complete when the current stream was"
+
+
+def _overlap(a, b):
+    if not a.untyped_storage().nbytes() or not b.untyped_storage().nbytes() or a.device != b.device:
+        return False
+    sa, sb = a.untyped_storage().data_ptr(), b.untyped_storage().data_ptr()
+    return sa < sb + b.untyped_storage().nbytes() and sb < sa + a.untyped_storage().nbytes()
+
+
+def snapshot(outs):
+    """Copies of the outputs for `independence`, or None when the device has no room."""
+    try:
+        return [o.clone() for o in outs]
+    except torch.cuda.OutOfMemoryError:
+        return None
+
+
+def independence(first, copies, second):
+    """`outputs.independence`: a second call on other inputs leaves the first call's outputs
+    as they were and returns new memory. Catches preallocated outputs, CUDA-graph static
+    output buffers and output caches (the reference returns new tensors every call)."""
+    found = [f"output {i} shares memory with the next call's output {j}" for i, a in enumerate(first) for j, b in enumerate(second) if _overlap(a, b)]
+    if copies is not None:
+        found += [f"output {i} changed when forward ran again" for i, (a, c) in enumerate(zip(first, copies)) if not same_bits(a, c)]
+    if found:
+        raise TamperError(f"outputs.independence: {'; '.join(found[:4])}")
+    if copies is None:
+        return "pass", "new memory on the next call (no room to copy the outputs, contents not compared)"
+    return "pass", "outputs unchanged by the next call, which returned new memory"
+
+
+def rerun(first, again, atol, rtol):
+    """`determinism.rerun`: the same inputs, other poison in free memory, the same outputs.
+    Bit-equal passes; within tolerance is nondeterminism (atomics) and warns; anything else
+    means forward read memory it never wrote."""
+    differ = [i for i, (a, b) in enumerate(zip(first, again)) if not same_bits(a, b)]
+    worst = 0.0
+    for i in differ:
+        a, b = first[i], again[i]
+        if not a.is_floating_point():
+            raise OutputCheckError(f"determinism.rerun: output {i} differs between two calls on the same inputs; forward reads memory it did not write")
+        diff = _max_diff(a, b)
+        if not torch.allclose(b, a, atol=atol, rtol=rtol, equal_nan=True):
+            raise OutputCheckError(
+                f"determinism.rerun: output {i} differs between two calls on the same inputs: max abs diff {diff:.3g}"
+                f" (atol {atol}, rtol {rtol}); forward reads memory it did not write"
+            )
+        worst = max(worst, diff)
+    if differ:
+        return "warn", f"output(s) {differ} not bit-identical on a second call, within tolerance (max abs diff {worst:.3g})"
+    return "pass", "bit-identical on a second call with other poison in free memory"
+
+
+def _max_diff(a, b):
+    """Largest absolute difference; NaN where either holds NaN counts as infinite unless both do."""
+    both = torch.isnan(a) & torch.isnan(b)
+    diff = (b.double() - a.double()).abs().masked_fill(both, 0.0).nan_to_num(nan=float("inf"))
+    return diff.max().item() if diff.numel() else 0.0

@@ -1,0 +1,63 @@
+"""`precision.fp64_error_ratio`, in the reference worker: is the candidate as precise as fp32?
+
+A kernel that computes an fp32 task in TF32, bf16 or fp16 can stay inside the absolute and
+relative tolerance on the shipped data. Measured against a float64 run of the reference, its
+RMS error is many times PyTorch fp32's own (TF32 matmul: 41.8x on an H100), while honest fp32
+kernels stay below 16x (summation order changes the error, not its scale).
+"""
+
+import math
+
+import torch
+
+LIMIT = 16.0
+# fp32's unit roundoff: the error floor when PyTorch's fp32 result happens to be exact.
+FP32_EPS = 2.0**-24
+# Elements per step: bounds the float64 temporaries on multi-GB outputs.
+CHUNK = 1 << 24
+
+
+def rms_diff(a, b=None):
+    """RMS of a - b (of a alone when b is None), accumulated in float64."""
+    if not a.numel():
+        return 0.0
+    flat_a = a.reshape(-1)
+    flat_b = b.reshape(-1).to(a.device) if b is not None else None
+    total = 0.0
+    for start in range(0, flat_a.numel(), CHUNK):
+        d = flat_a[start : start + CHUNK].double()
+        if flat_b is not None:
+            d = d - flat_b[start : start + CHUNK].double()
+        total += torch.dot(d, d).item()
+    return math.sqrt(total / a.numel())
+
+
+def error_ratio(ref32, ref64, cand):
+    """(ratio, candidate RMS error, PyTorch fp32 RMS error) against the float64 reference, or
+    None when the ratio means nothing (a float64 reference that is zero or not finite)."""
+    scale = rms_diff(ref64)
+    if not math.isfinite(scale) or scale == 0.0:
+        return None
+    err_ref = rms_diff(ref32, ref64)
+    err_cand = rms_diff(cand, ref64)
+    return err_cand / max(err_ref, FP32_EPS * scale), err_cand, err_ref
+
+
+def judge(refs32, refs64, cands):
+    """(outcome, evidence) over the floating outputs; 'fail' names the worst output."""
+    worst = None
+    for i, (r32, r64, c) in enumerate(zip(refs32, refs64, cands)):
+        if not r32.is_floating_point():
+            continue
+        if r64.dtype != torch.float64:
+            return "skip", f"the reference's float64 run returned {r64.dtype} for output {i}"
+        found = error_ratio(r32, r64, c)
+        if found is not None and (worst is None or found[0] > worst[1][0]):
+            worst = (i, found)
+    if worst is None:
+        return "skip", "the float64 reference is zero or not finite"
+    i, (ratio, err_cand, err_ref) = worst
+    text = f"candidate RMS error {err_cand:.3g} is {ratio:.3g} x PyTorch fp32's ({err_ref:.3g}; limit {LIMIT:g})"
+    if len(refs32) > 1:
+        text = f"output {i}: {text}"
+    return ("fail" if ratio > LIMIT else "pass"), text

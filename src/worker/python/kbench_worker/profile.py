@@ -1,0 +1,130 @@
+"""`profile.library_share` (GPU): how much of one forward's GPU time ran the submission's kernels.
+
+A submission that computes with the reference's own aten/cuBLAS ops and launches a decorative
+kernel passes every output check. Profiling one call and attributing each kernel's device time
+to the submission (a `__global__` function or `@triton.jit` function it defines) or to a library
+(everything else: cuBLAS, cutlass, nvjet, cuDNN, at::native, kernels torch.compile generated)
+measures that; kbench applies the run's policy. Misreading a custom kernel as library only
+hurts the submission, so library markers win over a matching name.
+"""
+
+import ast
+import re
+
+# Kernels that are library code whatever the submission names its own: namespaces and name
+# patterns of torch, CUTLASS, CUB, cuBLAS, cuDNN and inductor's generated Triton kernels.
+_LIBRARY_NAMESPACES = {"at", "c10", "cutlass", "cute", "cub", "thrust", "flash", "cudnn", "cublas", "cublasLt"}
+_LIBRARY_PATTERN = re.compile(r"^(nvjet|sm\d+_xmma|cutlass|cudnn|cublas|cutensor)|^triton_(poi|red|per|tem)_")
+
+# Words after `__global__` that are not the function's name.
+_NOT_NAMES = {"__launch_bounds__", "__attribute__", "__maxnreg__", "alignas", "__cluster_dims__"}
+
+TOP = 5
+NAME_CHARS = 200
+
+
+def defined_kernels(source):
+    """Names of the kernels a submission defines in its source: `__global__` functions (in
+    load_inline strings or anywhere else in the text) and `@triton.jit` functions."""
+    names = set()
+    for match in re.finditer(r"__global__\b", source):
+        for word in re.finditer(r"([A-Za-z_]\w*)\s*\(", source[match.end() : match.end() + 1000]):
+            if word.group(1) not in _NOT_NAMES:
+                names.add(word.group(1))
+                break
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return names
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(_is_jit(d) for d in node.decorator_list):
+            names.add(node.name)
+    return names
+
+
+def _is_jit(decorator):
+    """`@triton.jit`, `@jit`, `@triton.jit(...)` (also numba's `@cuda.jit`: a kernel too)."""
+    if isinstance(decorator, ast.Call):
+        decorator = decorator.func
+    name = decorator.attr if isinstance(decorator, ast.Attribute) else getattr(decorator, "id", "")
+    return name == "jit"
+
+
+def _mangled_path(name):
+    """The qualified name's parts of an Itanium-mangled symbol (_Z...), or None when it is not
+    one this reader understands (templates stop it: the name is read before them)."""
+    rest = name[2:].lstrip("L")
+    nested = rest.startswith("N")
+    rest = rest[1:].lstrip("rVK") if nested else rest
+    parts = []
+    while (m := re.match(r"(\d+)", rest)) is not None:
+        length = int(m.group(1))
+        start = len(m.group(1))
+        parts.append(rest[start : start + length])
+        rest = rest[start + length :]
+        if not nested:
+            break
+    return parts or None
+
+
+def _demangled_path(name):
+    """The qualified name's parts of a demangled signature: `void ns::foo<float>(float const*)`
+    gives ['ns', 'foo']; a plain name (Triton) gives itself."""
+    text = name.replace("(anonymous namespace)", "anonymous")
+    head, depth = [], 0
+    for ch in text:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0:
+            break
+        elif depth == 0:
+            head.append(ch)
+    words = "".join(head).split()
+    return words[-1].split("::") if words else []
+
+
+def kernel_path(name):
+    """The parts of a kernel's qualified name, mangled or not."""
+    path = _mangled_path(name) if name.startswith("_Z") else None
+    return path or _demangled_path(name)
+
+
+def is_custom(name, defined):
+    """Whether a profiled kernel is one the submission defines: its own (unqualified) name is
+    one of ``defined`` (Triton's older names append `_0d1d2de`-style suffixes), and neither
+    its namespace nor its name marks a library."""
+    path = kernel_path(name)
+    if not path or _LIBRARY_NAMESPACES & set(path[:-1]) or _LIBRARY_PATTERN.search(path[-1]):
+        return False
+    own = path[-1]
+    return any(own == d or re.fullmatch(rf"{re.escape(d)}_\d\w*", own) for d in defined)
+
+
+def summarize(per_kernel_ms, defined):
+    """The reply's profile: library share of GPU time, custom and total ms, top kernels."""
+    total = sum(per_kernel_ms.values())
+    custom = sum(ms for name, ms in per_kernel_ms.items() if is_custom(name, defined))
+    top = sorted(per_kernel_ms.items(), key=lambda item: -item[1])[:TOP]
+    return {
+        "library_share": (total - custom) / total if total else 0.0,
+        "custom_ms": custom,
+        "total_ms": total,
+        "top": [[name[:NAME_CHARS], ms] for name, ms in top],
+    }
+
+
+def kernel_times(call):
+    """Device milliseconds per kernel name over one ``call()``, from torch's profiler."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    times = {}
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            times[event.name] = times.get(event.name, 0.0) + event.time_range.elapsed_us() / 1e3
+    return times

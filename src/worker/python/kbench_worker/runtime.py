@@ -1,0 +1,218 @@
+"""Runtime checks on the candidate worker's process state around each call.
+
+`runtime.thread_count`, `runtime.l2_persist_limit` and `precision.tf32_flags`: a submission can
+leave work running on a thread of its own, make inputs survive the L2 flush by raising the
+persisting-L2 limit, or switch fp32 math to TF32. Baselines are taken before the submission is
+imported; each check returns (outcome, evidence) for `checks.Log.run` or raises
+`harness.TamperError`.
+"""
+
+import _thread
+import ctypes
+import functools
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from .harness import TamperError
+
+# How long a native thread that just started gets to count itself as a Python thread.
+SETTLE_S = 0.01
+
+# cudaLimitPersistingL2CacheSize in cudaLimit (CUDA runtime API).
+_PERSISTING_L2 = 0x06
+
+# torch >= 2.9 spells the TF32 switches as fp32_precision ("ieee" = true fp32) beside the
+# legacy allow_tf32 flags; a submission may use either, so both are read and reset.
+_PRECISION_SWITCHES = (
+    "fp32_precision",
+    "cuda.matmul.fp32_precision",
+    "cudnn.fp32_precision",
+    "cudnn.conv.fp32_precision",
+    "cudnn.rnn.fp32_precision",
+)
+
+
+def warm_thread_pools(device):
+    """Start torch's intra-op CPU pool (and the device's libraries) before the baseline thread
+    count: torch's first parallel CPU op starts a thread per core, which is not the
+    submission's doing."""
+    a = torch.ones(256, 256)
+    (a @ a).sum()
+    torch.ones(1 << 20).sum()
+    if device.startswith("cuda"):
+        b = torch.ones(256, 256, device=device)
+        (b @ b).sum().item()
+
+
+class Threads:
+    """The Python threads and native threads alive before a call."""
+
+    def __init__(self):
+        self.count = _thread._count()
+        self.frames = set(sys._current_frames())
+        self.native = _native_count()
+
+    def check(self):
+        """`runtime.thread_count`: a new Python thread still alive after forward returned can do
+        the work the timed call skipped. ``_thread._count`` also counts threads whose target is
+        a builtin (an extension's launch function), which have no Python frame to show. Threads
+        that torch or Triton started (inductor's compile pool) and new native threads only warn:
+        CUDA, cuBLAS and OpenMP start their own."""
+        native = _native_count()
+        if native is not None and self.native is not None and native > self.native:
+            time.sleep(SETTLE_S)  # a Python thread counts itself once it holds the GIL
+        new = [f for tid, f in sys._current_frames().items() if tid not in self.frames]
+        library = [f for f in new if _library_thread(f)]
+        unexplained = _thread._count() - self.count - len(library)
+        if unexplained > 0:
+            seen = [_entry(f) for f in new if not _library_thread(f)]
+            where = ", ".join(seen[:4] + ["no Python frame"] * (unexplained > len(seen)))
+            raise TamperError(f"runtime.thread_count: forward left {unexplained} Python thread(s) running ({where})")
+        grown = native - self.native if native is not None and self.native is not None else 0
+        if library or grown > 0:
+            libs = f"{len(library)} torch/Triton thread(s) ({', '.join(map(_entry, library))}); " if library else ""
+            return "warn", f"{libs}native threads {self.native} -> {native}"
+        return "pass", f"no new thread ({native if native is not None else 'unknown'} native threads)"
+
+
+def _native_count():
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
+
+
+def _bottom(frame):
+    """The frames of a thread from its first (outermost) call on, skipping threading's own."""
+    stack = []
+    while frame is not None:
+        stack.append(frame)
+        frame = frame.f_back
+    return [f for f in reversed(stack) if Path(f.f_code.co_filename).name != "threading.py"]
+
+
+def _entry(frame):
+    """Where a thread started: file and function of its outermost frame outside threading.py."""
+    calls = _bottom(frame)
+    if not calls:
+        return "a builtin target"
+    code = calls[0].f_code
+    return f"{Path(code.co_filename).name}:{code.co_name}"
+
+
+def _library_roots():
+    roots = [Path(torch.__file__).parent]
+    triton = sys.modules.get("triton")
+    if triton is not None and getattr(triton, "__file__", None):
+        roots.append(Path(triton.__file__).parent)
+    return [str(r) + os.sep for r in roots]
+
+
+def _library_thread(frame):
+    """A thread that torch or Triton started (inductor's compile pool reader, Triton's async
+    compile), judged by where its own code starts: a submission's target is its own function,
+    or a builtin (no Python frame outside threading.py)."""
+    calls = _bottom(frame)
+    return bool(calls) and calls[0].f_code.co_filename.startswith(tuple(_library_roots()))
+
+
+def _cudart():
+    """The CUDA runtime torch loaded (found in /proc/self/maps), else one by its usual names."""
+    try:
+        maps = Path("/proc/self/maps").read_text().splitlines()
+    except OSError:
+        maps = []
+    paths = [line.split(None, 5)[-1] for line in maps if "libcudart.so" in line]
+    for name in dict.fromkeys(paths + ["libcudart.so.13", "libcudart.so.12", "libcudart.so"]):
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        fn = lib.cudaDeviceGetLimit
+        fn.argtypes = [ctypes.POINTER(ctypes.c_size_t), ctypes.c_int]
+        fn.restype = ctypes.c_int
+        return fn
+    return None
+
+
+class L2Limit:
+    """`runtime.l2_persist_limit` (GPU): the persisting-L2 limit as it was before the import.
+    Persisting lines survive the timer's L2 flush; the baseline is not necessarily 0 (an H100
+    VM read 9,830,400 bytes before any submission ran)."""
+
+    def __init__(self):
+        self._get = _cudart()
+        self.baseline, self.why = self._read() if self._get else (None, "libcudart could not be loaded")
+
+    def _read(self):
+        value = ctypes.c_size_t()
+        status = self._get(ctypes.byref(value), _PERSISTING_L2)
+        if status != 0:
+            return None, f"cudaDeviceGetLimit returned error {status}"
+        return value.value, ""
+
+    def check(self):
+        if self.baseline is None:
+            return "skip", self.why
+        now, why = self._read()
+        if now is None:
+            return "skip", why
+        if now != self.baseline:
+            raise TamperError(f"runtime.l2_persist_limit: the persisting-L2 limit went from {self.baseline:,} to {now:,} bytes")
+        return "pass", f"persisting-L2 limit {now:,} bytes, as before the import"
+
+
+def _backend(path):
+    return functools.reduce(getattr, path.split("."), torch.backends)
+
+
+def strict_fp32():
+    """True fp32 for matmuls and convolutions (cuDNN allows TF32 by default): the reference must
+    be exact fp32, and a candidate gets no free TF32 speedup."""
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    for path in _PRECISION_SWITCHES:
+        parent, _, name = path.rpartition(".")
+        holder = _backend(parent) if parent else torch.backends
+        if hasattr(holder, name):
+            setattr(holder, name, "ieee")
+
+
+def _tf32_on():
+    """The TF32 switches that are on (a getter that raises means legacy and new APIs were
+    mixed, which only happens when something set one)."""
+    legacy = {
+        "float32_matmul_precision": lambda: torch.get_float32_matmul_precision() != "highest",
+        "cuda.matmul.allow_tf32": lambda: torch.backends.cuda.matmul.allow_tf32,
+        "cudnn.allow_tf32": lambda: torch.backends.cudnn.allow_tf32,
+    }
+    on = []
+    for name, read in legacy.items():
+        try:
+            if read():
+                on.append(name)
+        except RuntimeError:
+            on.append(name)
+    for path in _PRECISION_SWITCHES:
+        try:
+            value = _backend(path)
+        except AttributeError:
+            continue
+        if value != "ieee":
+            on.append(path)
+    return on
+
+
+def tf32_flags():
+    """`precision.tf32_flags`: a submission that switched TF32 on gets true fp32 back; a warning,
+    since the switch is neutralised and `precision.fp64_error_ratio` judges real precision."""
+    on = _tf32_on()
+    if not on:
+        return "pass", "TF32 off"
+    strict_fp32()
+    return "warn", f"the submission switched on {', '.join(on)}; reset to true fp32"

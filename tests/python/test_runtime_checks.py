@@ -1,0 +1,536 @@
+"""The workers' runtime checks on the CPU: input variants, scaled tolerance, the fp64 error ratio,
+exact output types, threads, output independence, determinism, TF32 switches and the kernel-name
+classification behind profile.library_share. GPU-only checks (poisoned allocator, stream join,
+L2 limit, profiling) run on a GPU; their pure parts are tested here."""
+
+import _thread
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from kbench_worker import checks, harness, outputs, precision, profile, runtime
+from kbench_worker.candidate import Candidate
+from kbench_worker.harness import OutputCheckError, OutputTypeError, TamperError
+from kbench_worker.reference import Reference, compare
+
+ROOT = Path(__file__).resolve().parents[2]
+RELU = ROOT / "level1" / "19_ReLU.py"
+
+MIXED_TASK = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, u, labels, n):
+        return u + n
+
+batch = 4
+
+def get_inputs():
+    return [torch.rand(batch, 8), torch.randint(0, 5, (batch,)), torch.randn(batch, 8)]
+
+def get_init_inputs():
+    return []
+"""
+
+MATMUL_TASK = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        return torch.matmul(a, b)
+
+N = 256
+
+def get_inputs():
+    return [torch.randn(N, N), torch.randn(N, N)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def submission(body, imports="import torch\nimport torch.nn as nn\n"):
+    return imports + textwrap.dedent(body)
+
+
+def make_candidate(tmp_path, body, task=RELU, scale="small", atol=1e-2, rtol=1e-2):
+    sub = write(tmp_path, "sub.py", submission(body))
+    req = {"device": "cpu", "precision": "fp32", "atol": atol, "rtol": rtol, "task": str(task), "submission": str(sub)}
+    if scale:
+        req["scale"] = scale
+    return Candidate(req)
+
+
+def trial(cand, tmp_path, seed=7, deep=False, variant=None):
+    req = {"seed": seed, "forward_seed": 11, "out": str(tmp_path / "out.pt"), "transport": "file", "deep": deep, "variant": variant}
+    return cand.trial(req), req
+
+
+def names(entries):
+    return {e["name"]: e["outcome"] for e in entries}
+
+
+RELU_HONEST = """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+"""
+
+
+# -- input variants ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def mixed(tmp_path):
+    return harness.load_task(write(tmp_path, "mixed.py", MIXED_TASK), {})
+
+
+@pytest.mark.parametrize("variant", [{"kind": "signed"}, {"kind": "scaled", "factor": 40.0}])
+def test_variants_are_reproducible_and_leave_integers_alone(mixed, variant):
+    plain = harness.make_inputs(mixed, 3, "cpu", "fp32")
+    first = harness.make_inputs(mixed, 3, "cpu", "fp32", variant)
+    again = harness.make_inputs(mixed, 3, "cpu", "fp32", variant)
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    assert torch.equal(first[1], plain[1]) and first[1].dtype == torch.int64
+    if variant["kind"] == "signed":
+        assert torch.equal(first[0], plain[0] * 2 - 1) and first[0].min() < 0
+        assert torch.equal(first[2], plain[2])  # already signed: unchanged
+    else:
+        assert torch.equal(first[0], plain[0] * 40.0) and torch.equal(first[2], plain[2] * 40.0)
+
+
+def test_shape_variant_reloads_the_task_with_new_constants():
+    task = harness.load_task(RELU, {"batch_size": 4, "dim": 1024})
+    variant = {"kind": "shape", "set": {"batch_size": 5}}
+    (x,) = harness.make_inputs(task, 1, "cpu", "fp32", variant)
+    assert list(x.shape) == [5, 1024]
+    assert harness._shaped(task, {"batch_size": 5}) is harness._shaped(task, {"batch_size": 5})
+    assert list(harness.make_inputs(task, 1, "cpu", "fp32")[0].shape) == [4, 1024]
+
+
+def test_candidate_reports_the_shapes_it_ran(tmp_path):
+    cand = make_candidate(tmp_path, RELU_HONEST)
+    reply, _ = trial(cand, tmp_path, variant={"kind": "shape", "set": {"batch_size": 3}})
+    assert reply["input_shapes"] == [[3, 1024]]
+    assert reply["outputs"][0]["shape"] == [3, 1024]
+
+
+# -- correctness.scaled_tolerance ------------------------------------------------------------
+
+
+def test_zeros_do_not_pass_for_tiny_outputs():
+    ref = torch.softmax(torch.rand(2, 100_000), dim=1)  # ~1e-5, far below atol
+    log = checks.Log()
+    result = compare(ref, torch.zeros_like(ref), 1e-2, 1e-2, log)
+    assert not result["correct"] and "scaled" in result["reason"]
+    assert names(log.entries()) == {"correctness.scaled_tolerance": "fail"}
+
+
+def test_honest_tiny_outputs_pass():
+    x = torch.rand(2, 100_000)
+    ref = torch.softmax(x, dim=1)
+    cand = torch.exp(x - x.max(1, keepdim=True).values)
+    cand = cand / cand.sum(1, keepdim=True)
+    log = checks.Log()
+    assert compare(ref, cand, 1e-2, 1e-2, log)["correct"]
+    assert names(log.entries()) == {"correctness.scaled_tolerance": "pass"}
+
+
+def test_ordinary_outputs_keep_atol():
+    ref = torch.randn(64, 64)
+    log = checks.Log()
+    assert compare(ref, ref + 1e-3, 1e-2, 1e-2, log)["correct"]
+    assert log.entries() == []
+
+
+# -- precision.fp64_error_ratio ----------------------------------------------------------------
+
+
+def _tf32(x):
+    """Round-toward-zero to TF32's 10 mantissa bits."""
+    return (x.view(torch.int32) & ~((1 << 13) - 1)).view(torch.float32)
+
+
+@pytest.mark.parametrize(
+    "method, outcome",
+    [
+        (lambda a, b: torch.matmul(a, b), "pass"),
+        (lambda a, b: (a.unsqueeze(2) * b.unsqueeze(0)).sum(1), "pass"),  # another summation order
+        (lambda a, b: torch.matmul(a.bfloat16(), b.bfloat16()).float(), "fail"),
+        (lambda a, b: torch.matmul(_tf32(a), _tf32(b)), "fail"),
+    ],
+)
+def test_fp64_ratio(method, outcome):
+    torch.manual_seed(0)
+    a, b = torch.randn(256, 256), torch.randn(256, 256)
+    ref32, ref64 = torch.matmul(a, b), torch.matmul(a.double(), b.double())
+    got, evidence = precision.judge([ref32], [ref64], [method(a, b)])
+    assert got == outcome, evidence
+
+
+def test_fp64_ratio_of_an_exact_zero_reference_is_skipped():
+    z = torch.zeros(8)
+    assert precision.judge([z], [z.double()], [z])[0] == "skip"
+
+
+def test_fp64_ratio_needs_a_float64_reference():
+    x = torch.randn(8)
+    assert precision.judge([x], [x], [x])[0] == "skip"
+
+
+def _check(tmp_path, task, body, deep=True, atol=0.5, rtol=0.5):
+    cand = make_candidate(tmp_path, body, task=task, scale=None, atol=atol, rtol=rtol)
+    ran, req = trial(cand, tmp_path, deep=deep)
+    ref = Reference({"device": "cpu", "precision": "fp32", "atol": atol, "rtol": rtol, "task": str(task)})
+    return ran, ref.check({**req, "candidate_out": req["out"], "ipc": None})
+
+
+def test_reference_fails_a_bf16_matmul_on_fp64_ratio(tmp_path):
+    task = write(tmp_path, "mm.py", MATMUL_TASK)
+    body = """
+    class ModelNew(nn.Module):
+        def forward(self, a, b):
+            return torch.matmul(a.bfloat16(), b.bfloat16()).float()
+    """
+    _, checked = _check(tmp_path, task, body)
+    assert not checked["correct"]
+    assert checked["reason"].startswith("precision.fp64_error_ratio: candidate RMS error")
+    assert names(checked["checks"])["precision.fp64_error_ratio"] == "fail"
+
+
+def test_reference_passes_an_honest_matmul_with_every_check(tmp_path):
+    task = write(tmp_path, "mm.py", MATMUL_TASK)
+    body = """
+    class ModelNew(nn.Module):
+        def forward(self, a, b):
+            return torch.matmul(a, b)
+    """
+    ran, checked = _check(tmp_path, task, body, atol=1e-2, rtol=1e-2)
+    assert checked["correct"], checked["reason"]
+    assert names(checked["checks"]) == {"inputs.integrity": "pass", "precision.fp64_error_ratio": "pass"}
+    assert names(ran["checks"]) == {
+        "outputs.exact_type": "pass",
+        "outputs.alias": "pass",
+        "runtime.thread_count": "pass",
+        "precision.tf32_flags": "pass",
+        "outputs.independence": "pass",
+        "determinism.rerun": "pass",
+    }
+    assert all(e["seconds"] >= 0 and e["evidence"] for e in ran["checks"] + checked["checks"])
+
+
+def test_reference_reports_input_mutation_as_a_check(tmp_path):
+    task = write(tmp_path, "mm.py", MATMUL_TASK)
+    body = """
+    class ModelNew(nn.Module):
+        def forward(self, a, b):
+            out = torch.matmul(a, b)
+            a.zero_()
+            return out
+    """
+    _, checked = _check(tmp_path, task, body, deep=False)
+    assert not checked["correct"]
+    assert names(checked["checks"])["inputs.integrity"] == "fail"
+
+
+# -- outputs.exact_type ------------------------------------------------------------------------
+
+
+class Lazy(torch.Tensor):
+    """A deferred tensor: any attribute read would trigger its computation."""
+
+    def __getattribute__(self, name):
+        raise AssertionError(f"the check read {name}")
+
+
+class TorchFunctionLike:
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        raise AssertionError("the check called torch on it")
+
+
+def test_tensor_subclass_is_rejected_before_any_attribute_read():
+    lazy = torch.Tensor._make_subclass(Lazy, torch.zeros(2))
+    with pytest.raises(TamperError, match="^outputs.exact_type: output 0 is a Lazy"):
+        outputs.exact_type(lazy)
+    with pytest.raises(TamperError, match="output 1 is a Lazy"):
+        outputs.exact_type((torch.zeros(1), lazy))
+
+
+def test_torch_function_object_is_rejected():
+    with pytest.raises(TamperError, match="TorchFunctionLike"):
+        outputs.exact_type(TorchFunctionLike())
+
+
+@pytest.mark.parametrize("value", [None, 3, [torch.zeros(1), "x"]])
+def test_non_tensors_are_wrong_outputs(value):
+    with pytest.raises(OutputTypeError, match="^outputs.exact_type"):
+        outputs.exact_type(value)
+
+
+def test_plain_tensors_and_return_types_pass():
+    assert outputs.exact_type(torch.zeros(1))[0] == "pass"
+    assert outputs.exact_type(torch.zeros(3).max(0))[0] == "pass"
+    assert outputs.exact_type([torch.zeros(1), torch.ones(1)])[0] == "pass"
+
+
+def test_candidate_rejects_a_lazy_output(tmp_path):
+    body = """
+    class Lazy(torch.Tensor):
+        def __getattribute__(self, name):
+            raise AssertionError(name)
+
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            return torch.Tensor._make_subclass(Lazy, torch.relu(x))
+    """
+    with pytest.raises(TamperError, match="outputs.exact_type"):
+        trial(make_candidate(tmp_path, body), tmp_path)
+
+
+# -- runtime.thread_count ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def release():
+    stop = threading.Event()
+    yield stop
+    stop.set()
+    time.sleep(0.05)
+
+
+def test_a_thread_left_running_is_caught(release):
+    census = runtime.Threads()
+    _thread.start_new_thread(time.sleep, (0.5,))  # a builtin target: no Python frame to see
+    time.sleep(0.05)
+    with pytest.raises(TamperError, match="^runtime.thread_count: forward left 1 Python thread"):
+        census.check()
+
+
+def test_a_python_thread_left_running_is_named(release):
+    census = runtime.Threads()
+
+    def offload():
+        release.wait()
+
+    _thread.start_new_thread(offload, ())
+    time.sleep(0.05)
+    with pytest.raises(TamperError, match="test_runtime_checks.py:offload"):
+        census.check()
+
+
+def test_a_finished_thread_is_fine():
+    census = runtime.Threads()
+    worker = threading.Thread(target=lambda: None)
+    worker.start()
+    worker.join()
+    time.sleep(0.05)  # the OS thread outlives join() briefly
+    assert census.check()[0] == "pass"
+
+
+def test_candidate_catches_a_forward_that_leaves_a_thread(tmp_path, release):
+    body = """
+    import _thread, threading
+    STOP = threading.Event()
+
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            _thread.start_new_thread(STOP.wait, (5,))
+            return torch.relu(x)
+    """
+    with pytest.raises(TamperError, match="runtime.thread_count"):
+        trial(make_candidate(tmp_path, body), tmp_path)
+
+
+# -- outputs.independence and determinism.rerun ------------------------------------------------
+
+
+def test_preallocated_output_fails_independence(tmp_path):
+    body = """
+    class ModelNew(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.out = None
+
+        def forward(self, x):
+            if self.out is None:
+                self.out = torch.empty_like(x)
+            return torch.clamp_min(x, 0, out=self.out)
+    """
+    with pytest.raises(TamperError, match="^outputs.independence: output 0 shares memory"):
+        trial(make_candidate(tmp_path, body), tmp_path, deep=True)
+
+
+def test_independence_sees_a_changed_first_output():
+    first = [torch.ones(4)]
+    copies = outputs.snapshot(first)
+    first[0].add_(1)
+    with pytest.raises(TamperError, match="output 0 changed"):
+        outputs.independence(first, copies, [torch.ones(4)])
+
+
+def test_honest_output_is_independent_and_deterministic(tmp_path):
+    reply, _ = trial(make_candidate(tmp_path, RELU_HONEST), tmp_path, deep=True)
+    got = names(reply["checks"])
+    assert got["outputs.independence"] == "pass" and got["determinism.rerun"] == "pass"
+    assert "profile" not in reply  # GPU only
+
+
+STALE = """
+class ModelNew(nn.Module):
+    calls = 0
+
+    def forward(self, x):
+        # Stands in for an output left partly unwritten: what the unwritten part holds
+        # depends on what ran before.
+        ModelNew.calls += 1
+        return torch.relu(x) + ModelNew.calls * {step}
+"""
+
+
+def test_stale_output_fails_determinism(tmp_path):
+    with pytest.raises(OutputCheckError, match="^determinism.rerun: output 0 differs"):
+        trial(make_candidate(tmp_path, STALE.format(step=1.0)), tmp_path, deep=True)
+
+
+def test_nondeterminism_within_tolerance_warns(tmp_path):
+    reply, _ = trial(make_candidate(tmp_path, STALE.format(step=1e-6)), tmp_path, deep=True)
+    assert names(reply["checks"])["determinism.rerun"] == "warn"
+
+
+def test_rerun_compares_nan_bit_for_bit():
+    a = torch.tensor([float("nan"), 1.0])
+    assert outputs.rerun([a], [a.clone()], 1e-2, 1e-2)[0] == "pass"
+    with pytest.raises(OutputCheckError):
+        outputs.rerun([a], [torch.tensor([0.0, 1.0])], 1e-2, 1e-2)
+
+
+# -- precision.tf32_flags ----------------------------------------------------------------------
+
+
+def test_tf32_switched_on_at_import_is_reset(tmp_path):
+    body = """
+    torch.backends.cuda.matmul.allow_tf32 = True
+
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            torch.backends.cudnn.allow_tf32 = True
+            return torch.relu(x)
+    """
+    cand = make_candidate(tmp_path, body)
+    assert names(cand.checks.entries()) == {"precision.tf32_flags": "warn"}
+    assert runtime._tf32_on() == []
+    reply, _ = trial(cand, tmp_path)
+    assert names(reply["checks"])["precision.tf32_flags"] == "warn"
+    assert runtime._tf32_on() == []
+
+
+# -- profile.library_share: which kernels are the submission's ---------------------------------
+
+DEFINED = {"relu_kernel", "add_kernel", "Kernel2", "gemv2T_kernel_val", "triton_poi_fused_relu_0"}
+
+
+@pytest.mark.parametrize(
+    "name, custom",
+    [
+        ("relu_kernel(float const*, float*, int)", True),
+        ("void relu_kernel<float>(float const*, float*, int)", True),
+        ("void relu_kernel<float>(float const*, …)", True),
+        ("_Z11relu_kernelPKfPfi", True),
+        ("_Z11relu_kernelIfEvPKT_PS0_i", True),
+        ("_ZN12_GLOBAL__N_111relu_kernelEPf", True),
+        ("(anonymous namespace)::relu_kernel(float*)", True),
+        ("void ns::relu_kernel<4, ns::Op<float> >(int, ns::Op<float>)", True),
+        ("add_kernel", True),
+        ("add_kernel_0d1d2d3de", True),
+        ("add_kernel2", False),
+        ("relu_kernel_v2(float*)", False),
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::relu_kernel<float> >(int, float*)", False),
+        ("void at::native::relu_kernel(float*)", False),
+        ("_ZN2at6native11relu_kernelEPf", False),
+        ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4>(Params)", False),
+        ("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32_cublas", False),
+        ("nvjet_tst_128x64_64x8_1x2_h_bz_NNT", False),
+        ("triton_poi_fused_relu_0", False),
+        ("Memcpy DtoD (Device -> Device)", False),
+        ("ampere_sgemm_128x64_nn", False),
+    ],
+)
+def test_kernel_classification(name, custom):
+    assert profile.is_custom(name, DEFINED) is custom
+
+
+def test_defined_kernels_from_source():
+    source = '''
+import triton
+import triton.language as tl
+from torch.utils.cpp_extension import load_inline
+
+cuda_src = """
+template <typename T>
+__global__ void __launch_bounds__(256) scale_kernel(const T* x, T* y, int n) {}
+extern "C" __global__ void add_one(float* x) {}
+__global__
+void
+multi_line_kernel(float* x) {}
+"""
+
+@triton.jit
+def tri_kernel(x_ptr):
+    pass
+
+@triton.autotune(configs=[], key=[])
+@triton.jit
+def tuned_kernel(x_ptr):
+    pass
+
+def helper():
+    pass
+'''
+    assert profile.defined_kernels(source) == {"scale_kernel", "add_one", "multi_line_kernel", "tri_kernel", "tuned_kernel"}
+
+
+def test_profile_summary():
+    times = {"relu_kernel(float*)": 3.0, "void at::native::fill_kernel(float*)": 1.0}
+    found = profile.summarize(times, {"relu_kernel"})
+    assert found == {
+        "library_share": 0.25,
+        "custom_ms": 3.0,
+        "total_ms": 4.0,
+        "top": [["relu_kernel(float*)", 3.0], ["void at::native::fill_kernel(float*)", 1.0]],
+    }
+    assert profile.summarize({}, set())["library_share"] == 0.0
+
+
+# -- the log ------------------------------------------------------------------------------------
+
+
+def test_log_keeps_one_entry_per_check_with_the_worst_outcome():
+    log = checks.Log()
+    log.add("a", "pass", "first", 1.0)
+    log.add("b", "skip", "no room", 0.5)
+    log.add("a", "warn", "second", 2.0)
+    log.add("a", "pass", "third", 1.0)
+    assert log.entries() == [
+        {"name": "a", "outcome": "warn", "evidence": "second", "seconds": 4.0},
+        {"name": "b", "outcome": "skip", "evidence": "no room", "seconds": 0.5},
+    ]
+
+
+def test_bits_compare_every_dtype():
+    for t in (torch.randn(3), torch.randn(3).half(), torch.tensor([True, False]), torch.randn(2, dtype=torch.complex64)):
+        assert outputs.same_bits(t, t.clone())
+    assert not outputs.same_bits(torch.tensor([0.0]), torch.tensor([-0.0]))
+

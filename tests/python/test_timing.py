@@ -1,0 +1,83 @@
+"""The timing worker's CPU path: seeds shared with kbench, fresh inputs per call, kept outputs."""
+
+import types
+
+import torch
+
+from kbench_worker import harness, timing
+
+
+def test_seeds_match_kbench():
+    # evaluate.rs asserts the same value for derive_seed(42, 3).
+    assert timing.derive_seed(42, 3) == 542_934_981_142_619
+    assert timing.derive_seed(42, 3) != timing.derive_seed(42, 4)
+    assert all(timing.derive_seed(7, k) < 1 << 53 for k in range(100))
+
+
+class Task:
+    """A task module's surface: get_inputs draws from the seeded global generator."""
+
+    @staticmethod
+    def get_inputs():
+        return [torch.randn(8, 16), torch.randint(0, 5, (3,))]
+
+
+class Recorder(torch.nn.Module):
+    """Remembers what each call saw: identity, version and contents of its first input."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def forward(self, x, labels):
+        self.seen.append((id(x), x._version, x.clone(), labels.clone()))
+        return x * 2
+
+
+def timed(keep=True):
+    model = Recorder()
+    return model, timing.TimedModel(model, Task, seed_base=11, device="cpu", precision="fp32", keep=keep)
+
+
+def test_every_timed_call_gets_fresh_contents_in_place():
+    model, t = timed()
+    t.samples(8, blocker_cycles=0, audits=0)
+    contents = [x for _, _, x, _ in model.seen]
+    assert all(not torch.equal(a, b) for i, a in enumerate(contents) for b in contents[i + 1 :])
+    # Same objects in rotation, and the in-place refresh leaves version counters alone.
+    ids = [i for i, _, _, _ in model.seen]
+    assert len(set(ids)) == timing.INPUT_SETS
+    assert {v for _, v, _, _ in model.seen} == {0}
+    # Sample k's contents are what kbench derives for k: the task's inputs under derive_seed(base, k).
+    for k, (_, _, x, labels) in enumerate(model.seen):
+        expected = harness.make_inputs(Task, timing.derive_seed(11, k), "cpu", "fp32")
+        assert torch.equal(x, expected[0]) and torch.equal(labels, expected[1])
+
+
+def test_the_kept_output_belongs_to_its_sample():
+    model, t = timed()
+    reply = t.samples(5, blocker_cycles=0, audits=0)
+    assert len(reply["samples_ms"]) == 5 and reply["overflows"] == 0
+    k, out = t.take_kept()
+    assert 0 <= k < 5
+    assert torch.equal(out, model.seen[k][2] * 2)
+    assert t.take_kept() is None
+    _, untouched = timed(keep=False)
+    untouched.samples(3, blocker_cycles=0, audits=0)
+    assert untouched.take_kept() is None
+
+
+def test_warmup_reports_calibration():
+    _, t = timed()
+    warm = t.warmup()
+    assert warm["calls"] >= timing.WARMUP_CALLS
+    assert warm["median_ms"] >= 0 and warm["submit_ms"] >= 0
+    assert warm["sets"] == timing.INPUT_SETS
+
+
+def test_handle_dispatches_both_modes():
+    worker = types.SimpleNamespace(model=Recorder(), task=Task, device="cpu", precision="fp32", timed=None)
+    assert "median_ms" in timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "offline"}, keep=False)
+    assert len(timing.handle(worker, {"cmd": "time", "n": 2}, keep=False)["samples_ms"]) == 2
+    assert timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "kernelbench"}, keep=False) == {}
+    assert len(timing.handle(worker, {"cmd": "time", "n": 4}, keep=False)["samples_ms"]) == 4
