@@ -38,9 +38,7 @@ pub fn write_summary(record: &RunRecord, out: &Path) -> Result<()> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::record::{
-        Arm, Build, BuildStatus, Environment, Evaluation, RecordedConfig, Timing, Trial,
-    };
+    use crate::record::{Arm, Build, BuildStatus, Environment, Evaluation, RecordedConfig, Trial};
     use crate::submission::Unmatched;
     use crate::task::TaskId;
     use crate::verdict::Verdict;
@@ -91,35 +89,21 @@ pub(crate) mod tests {
             }],
             checks: vec![],
             task_flags: vec![],
-            timing: timed.map(|(r, c)| Timing {
-                method: "cpu_perf_counter".into(),
-                reference: arm(r),
-                candidate: arm(c),
-                speedup: r / c,
-                speedup_ci_low: r / c * 0.95,
-                speedup_ci_high: r / c * 1.05,
-                ci_level: 0.95,
-                label: crate::stats::decide(r / c * 0.95, r / c * 1.05, 0.01),
-                delta: 0.01,
-                hodges_lehmann: None,
+            timing: timed.map(|(r, c)| {
+                // kbench's own constructor, with round numbers where the snapshots read them.
+                let mut t =
+                    crate::timing::summarize("cpu_perf_counter".into(), arm(r), arm(c), 1, 0.01);
+                (t.speedup, t.speedup_ci_low, t.speedup_ci_high) =
+                    (r / c, r / c * 0.95, r / c * 1.05);
+                t.label = crate::stats::decide(t.speedup_ci_low, t.speedup_ci_high, 0.01);
+                t.hodges_lehmann = None;
                 // Mann-Whitney would be sure with real samples: the ratios are far from 1
-                p_faster: Some(if r > c { 0.001 } else { 0.5 }),
-                mean_ratio: r / c,
-                warnings: vec![],
-                rounds_discarded: 0,
-                telemetry: vec![],
-                stopped: "precision".into(),
-                ci_half_width: 0.05,
-                blocker_us: 0.0,
-                blocker_overflows: 0,
-                reference_sm_mhz: None,
-                candidate_sm_mhz: None,
-                cycle_speedup: None,
-                audit: None,
-                sol_ms: None,
-                percent_sol: None,
-                reference_percent_sol: None,
-                invalid: false,
+                t.p_faster = Some(if r > c { 0.001 } else { 0.5 });
+                t.mean_ratio = r / c;
+                t.warnings = vec![];
+                t.stopped = "precision".into();
+                t.ci_half_width = 0.05;
+                t
             }),
             logs: vec![],
             phases: crate::record::Phases {

@@ -63,16 +63,23 @@ class Candidate:
             self.deep(req, outputs.tensors(out), log, reply)
         harness.release_memory(self.device)  # the poison: the reference worker needs the room
         reply.update(outputs=harness.describe(out), checks=log.entries())
-        tensors = tuple(x for x in inputs if isinstance(x, torch.Tensor))
+        return {**reply, **self.hand_over(out, inputs, req)}
+
+    def hand_over(self, out, inputs, req):
+        """Outputs, and the post-call inputs (None for a timed call: its buffers were reused
+        since), for the reference worker: CUDA IPC views kept alive until it has read them, or a
+        tensors-only file."""
+        tensors = None if inputs is None else tuple(x for x in inputs if isinstance(x, torch.Tensor))
         if req.get("transport") == "ipc":
             try:
-                reply["ipc"] = {"outputs": transfer.export_cuda(out), "inputs": transfer.export_cuda(tensors)}
-                self.shared = (out, inputs)  # alive until the reference worker has read them
-                return reply
+                ipc = {"outputs": transfer.export_cuda(out), "inputs": None if tensors is None else transfer.export_cuda(tensors)}
+                self.shared = (out, inputs)
+                return {"ipc": ipc}
             except TypeError:
                 pass  # not plain CUDA tensors: the file path below checks and reports them
-        torch.save({"outputs": harness.to_host(out), "inputs": harness.to_host(tensors)}, req["out"])
-        return reply
+        host_inputs = None if tensors is None else harness.to_host(tensors)
+        torch.save({"outputs": harness.to_host(out), "inputs": host_inputs}, req["out"])
+        return {}
 
     def call(self, inputs, seed, pattern, log):
         """One forward under the per-call runtime checks, in the order that keeps each one
@@ -152,16 +159,7 @@ class Candidate:
             return {"index": None}
         index, out = kept
         outputs.exact_type(out)
-        reply = {"index": index, "outputs": harness.describe(out)}
-        if req.get("transport") == "ipc":
-            try:
-                reply["ipc"] = {"outputs": transfer.export_cuda(out), "inputs": None}
-                self.shared = out
-                return reply
-            except TypeError:
-                pass
-        torch.save({"outputs": harness.to_host(out), "inputs": None}, req["out"])
-        return reply
+        return {"index": index, "outputs": harness.describe(out), **self.hand_over(out, None, req)}
 
 
 def _unless_oom(check, *args):

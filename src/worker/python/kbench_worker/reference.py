@@ -142,7 +142,7 @@ class Reference:
             try:
                 # A timed call's output comes without its inputs (their buffers were reused since).
                 inputs = req["ipc"]["inputs"]
-                return transfer.import_cuda(req["ipc"]["outputs"]), inputs and transfer.import_cuda(inputs)
+                return transfer.import_cuda(req["ipc"]["outputs"]), None if inputs is None else transfer.import_cuda(inputs)
             except Exception as exc:  # noqa: BLE001 - kbench retries the trial through a file
                 raise TransferError(f"CUDA IPC import failed: {type(exc).__name__}: {exc}") from exc
         try:
