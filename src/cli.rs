@@ -87,6 +87,9 @@ pub enum ModeArg {
     Offline,
     /// Upstream KernelBench's loop: write flush, no blocker, candidate then reference, means
     Kernelbench,
+    /// Isolated requests at an idle GPU (exponential gaps, 100 per second): request latency
+    /// p50/p90/p99 per arm; never pooled with offline numbers
+    Server,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

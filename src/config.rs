@@ -32,6 +32,7 @@ impl Device {
 pub enum Mode {
     Offline,
     KernelBench,
+    Server,
 }
 
 impl Mode {
@@ -39,6 +40,7 @@ impl Mode {
         match self {
             Mode::Offline => "offline",
             Mode::KernelBench => "kernelbench",
+            Mode::Server => "server",
         }
     }
 }
@@ -301,6 +303,7 @@ impl Config {
             mode: match args.mode {
                 ModeArg::Offline => Mode::Offline,
                 ModeArg::Kernelbench => Mode::KernelBench,
+                ModeArg::Server => Mode::Server,
             },
             seed: args.seed.unwrap_or_else(|| {
                 use rand::RngCore;

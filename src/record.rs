@@ -196,6 +196,8 @@ pub struct Timing {
     /// Host wall time (ms) of calls between device-wide synchronizations, no blocker.
     #[serde(default)]
     pub audit: Option<Audit>,
+    #[serde(default)]
+    pub server: Option<Server>,
     /// The task's speed of light on this machine (ms, `sol::t_sol_ms`); None without measured
     /// ceilings or task facts.
     #[serde(default)]
@@ -210,6 +212,30 @@ pub struct Timing {
     /// fails the evaluation and the suite aggregates leave its speedup out.
     #[serde(default)]
     pub invalid: bool,
+}
+
+/// `--mode server`: per-request statistics of each arm and the tail speedup (the speedup
+/// above is then the ratio of median request latencies).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Server {
+    /// Mean of the exponential idle gap before each request.
+    pub mean_gap_ms: f64,
+    pub reference: Latency,
+    pub candidate: Latency,
+    /// Ratio of the 99th percentiles of request latency, with its bootstrap interval.
+    pub p99_speedup: Speedup,
+}
+
+/// One arm's request latencies (host clock around submission and completion) and device times.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    pub requests: usize,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub mean_ms: f64,
+    pub device_p50_ms: f64,
+    pub device_ms: Vec<f64>,
 }
 
 /// Audit samples (timing.md step 9): what events cannot see, such as work on another stream.

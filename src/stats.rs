@@ -265,6 +265,46 @@ pub fn speedup(
     }
 }
 
+/// Ratio of the `q` quantiles, reference over candidate (q = 0.99: tail latency), with a
+/// percentile bootstrap interval (each arm resampled independently, each replicate sorted).
+///
+/// # Panics
+/// On an empty arm, `resamples == 0`, a level outside (0, 1) or `q` outside [0, 1].
+pub fn quantile_speedup(
+    reference: &[f64],
+    candidate: &[f64],
+    q: f64,
+    resamples: usize,
+    level: f64,
+    seed: u64,
+) -> Speedup {
+    check_resamples(resamples);
+    check_level(level);
+    assert!((0.0..=1.0).contains(&q), "quantile {q} outside [0, 1]");
+    let quantile = |arm: &[f64]| {
+        let mut v = arm.to_vec();
+        v.sort_by(f64::total_cmp);
+        quantile_sorted(&v, q)
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut resample = |arm: &[f64]| {
+        let draw: Vec<f64> = (0..arm.len())
+            .map(|_| arm[rng.gen_range(0..arm.len())])
+            .collect();
+        quantile(&draw)
+    };
+    let mut replicates: Vec<f64> = (0..resamples)
+        .map(|_| resample(reference) / resample(candidate))
+        .collect();
+    replicates.sort_by(f64::total_cmp);
+    let (ci_low, ci_high) = percentile_interval(&replicates, level);
+    Speedup {
+        ratio: quantile(reference) / quantile(candidate),
+        ci_low,
+        ci_high,
+    }
+}
+
 /// Median of one with-replacement resample of `sorted`; `draws` is scratch of the same length.
 fn independent_replicate_median(sorted: &[f64], draws: &mut [u32], rng: &mut ChaCha8Rng) -> f64 {
     let n = sorted.len();
@@ -1812,5 +1852,22 @@ mod tests {
             log_ratio_half_width(&tight, &also_tight, 0.95),
             log_ratio_half_width(&also_tight, &tight, 0.95)
         );
+    }
+
+    #[test]
+    fn quantile_speedup_reads_tails() {
+        let base = noisy(500, 1.0, 0.05, 0.0, 101);
+        let same = quantile_speedup(&base, &base, 0.99, 1_000, 0.95, 7);
+        assert!((same.ratio - 1.0).abs() < 1e-12, "{same:?}");
+        assert!(same.ci_low <= 1.0 && 1.0 <= same.ci_high, "{same:?}");
+        // A candidate whose slowest 5 % take ten times longer: medians agree, p99s do not.
+        let mut tail = base.clone();
+        for v in tail.iter_mut().take(25) {
+            *v *= 10.0;
+        }
+        let p99 = quantile_speedup(&base, &tail, 0.99, 1_000, 0.95, 7);
+        assert!(p99.ci_high < 0.5, "{p99:?}");
+        let p50 = quantile_speedup(&base, &tail, 0.5, 1_000, 0.95, 7);
+        assert!(p50.ci_low < 1.0 && p50.ci_high > 0.95, "{p50:?}");
     }
 }

@@ -14,7 +14,9 @@ use serde_json::{json, Value};
 
 use crate::config::{Config, Device, Mode};
 use crate::nvml::{Gpu, Nvml, RoundTag, Telemetry};
-use crate::record::{merge_check, Arm, Audit, Check, Outcome, RoundTelemetry, Timing};
+use crate::record::{
+    merge_check, Arm, Audit, Check, Latency, Outcome, RoundTelemetry, Server, Timing,
+};
 use crate::stats;
 use crate::verdict::Verdict;
 use crate::worker::{Reply, Worker};
@@ -161,8 +163,10 @@ impl Session<'_> {
         checks: &mut Vec<Check>,
         mut timed_check: impl FnMut(&mut Worker, &mut Worker, u64) -> Result<Check, Failed>,
     ) -> Result<Timing, Failed> {
-        if self.config.mode == Mode::KernelBench {
-            return self.kernelbench();
+        match self.config.mode {
+            Mode::KernelBench => return self.kernelbench(),
+            Mode::Server => return self.server(),
+            Mode::Offline => {}
         }
         let cfg = self.config;
         let setup = json!({"cmd": "time_setup", "seed": self.seed_base, "mode": "offline"});
@@ -386,6 +390,106 @@ impl Session<'_> {
     }
 }
 
+/// `--mode server`: requests per second, unless a call would keep the GPU busy more than this
+/// share of the time; requests per arm wanted (within --budget); requests per worker request.
+const SERVER_QPS: f64 = 100.0;
+const SERVER_BUSY: f64 = 0.05;
+const SERVER_REQUESTS: u32 = 1_000;
+const SERVER_BLOCK: usize = 5;
+
+impl Session<'_> {
+    /// The server scenario (timing.md): each arm gets blocks of requests, each after an
+    /// exponential idle gap from a seeded generator shared by both arms, in a seeded random
+    /// order per round, until each has `SERVER_REQUESTS` (or `--max-samples`) or the budget
+    /// ends. The speedup is the ratio of median request latencies with the paired bootstrap
+    /// over rounds; the record adds p50/p90/p99 per arm and the p99 ratio.
+    fn server(&mut self) -> Result<Timing, Failed> {
+        let cfg = self.config;
+        let setup = json!({"cmd": "time_setup", "seed": self.seed_base, "mode": "server"});
+        let deadline = cfg.timeouts.call + WARMUP_ALLOWANCE;
+        let warm = [
+            self.ask(0, setup.clone(), deadline)?,
+            self.ask(1, setup, deadline)?,
+        ];
+        let median_ms = warm
+            .iter()
+            .filter_map(|w| w["median_ms"].as_f64())
+            .fold(0.0, f64::max);
+        let mean_gap_ms = (1e3 / SERVER_QPS).max(median_ms / SERVER_BUSY);
+        let wanted = cfg.max_samples.min(SERVER_REQUESTS) as usize;
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed_base);
+        let mut arms = [Taken::default(), Taken::default()];
+        let mut device: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+        let started = Instant::now();
+        let mut round = 0u32;
+        while arms.iter().any(|a| a.samples.len() < wanted)
+            && (round < 2 || started.elapsed() < cfg.budget)
+        {
+            let order = if rng.gen_bool(0.5) { [0, 1] } else { [1, 0] };
+            for arm in order {
+                let gaps: Vec<f64> = (0..SERVER_BLOCK)
+                    .map(|_| -mean_gap_ms * (1.0 - rng.gen::<f64>()).ln())
+                    .collect();
+                let waits = Duration::from_secs_f64(gaps.iter().sum::<f64>() / 1e3);
+                let reply = self.ask(
+                    arm,
+                    json!({"cmd": "time", "gaps_ms": gaps}),
+                    cfg.timeouts.call + waits,
+                )?;
+                let latency = times_of(&reply, "latency_ms")?;
+                device[arm].extend(samples_of(&reply)?);
+                arms[arm]
+                    .rounds
+                    .extend(std::iter::repeat_n(round, latency.len()));
+                arms[arm].samples.extend(latency);
+            }
+            round += 1;
+        }
+        let mut timing = summarize(
+            method(cfg),
+            arm_of(&arms[0]),
+            arm_of(&arms[1]),
+            self.seed_base,
+            cfg.delta,
+        );
+        timing.stopped = if arms.iter().all(|a| a.samples.len() >= wanted) {
+            "max_samples"
+        } else {
+            "budget"
+        }
+        .into();
+        let [a, c] = &arms;
+        timing.server = Some(Server {
+            mean_gap_ms,
+            reference: latency(&a.samples, &device[0]),
+            candidate: latency(&c.samples, &device[1]),
+            p99_speedup: stats::quantile_speedup(
+                &a.samples,
+                &c.samples,
+                0.99,
+                BOOTSTRAP_RESAMPLES / 5,
+                CI_LEVEL,
+                self.seed_base,
+            ),
+        });
+        Ok(timing)
+    }
+}
+
+fn latency(requests: &[f64], device: &[f64]) -> Latency {
+    let s = stats::Samples::new(requests.to_vec()).ok();
+    let q = |p: f64| s.as_ref().map_or(0.0, |s| s.quantile_ms(p));
+    Latency {
+        requests: requests.len(),
+        p50_ms: q(0.5),
+        p90_ms: q(0.9),
+        p99_ms: q(0.99),
+        mean_ms: s.as_ref().map_or(0.0, stats::Samples::mean_ms),
+        device_p50_ms: median_or_zero(device),
+        device_ms: device.to_vec(),
+    }
+}
+
 /// Upstream KernelBench's number of timed trials.
 const KERNELBENCH_TRIALS: u32 = 100;
 
@@ -539,7 +643,11 @@ fn clock_parity(timing: &mut Timing, reference: &[f64], candidate: &[f64]) {
 
 /// The samples of a timing reply: finite, non-negative milliseconds, or the worker is broken.
 pub fn samples_of(reply: &Value) -> Result<Vec<f64>, Failed> {
-    let samples: Vec<f64> = serde_json::from_value(reply["samples_ms"].clone())
+    times_of(reply, "samples_ms")
+}
+
+fn times_of(reply: &Value, key: &str) -> Result<Vec<f64>, Failed> {
+    let samples: Vec<f64> = serde_json::from_value(reply[key].clone())
         .map_err(|e| (Verdict::Crashed, format!("malformed timing reply: {e}")))?;
     if samples.iter().any(|s| !s.is_finite() || *s < 0.0) {
         return Err((
@@ -556,6 +664,7 @@ fn method(cfg: &Config) -> String {
         (Mode::KernelBench, Device::Cuda) => "kernelbench_events_write_flush".into(),
         (Mode::Offline, Device::Cpu) => "cpu_perf_counter".into(),
         (Mode::KernelBench, Device::Cpu) => "kernelbench_cpu_perf_counter".into(),
+        (Mode::Server, _) => "server_request_latency".into(),
     }
 }
 
@@ -645,6 +754,7 @@ pub fn summarize(method: String, reference: Arm, candidate: Arm, seed: u64, delt
         candidate_sm_mhz: None,
         cycle_speedup: None,
         audit: None,
+        server: None,
         sol_ms: None,
         percent_sol: None,
         reference_percent_sol: None,

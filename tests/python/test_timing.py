@@ -1,5 +1,6 @@
 """The timing worker's CPU path: seeds shared with kbench, fresh inputs per call, kept outputs."""
 
+import time
 import types
 
 import torch
@@ -81,3 +82,16 @@ def test_handle_dispatches_both_modes():
     assert len(timing.handle(worker, {"cmd": "time", "n": 2}, keep=False)["samples_ms"]) == 2
     assert timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "kernelbench"}, keep=False) == {}
     assert len(timing.handle(worker, {"cmd": "time", "n": 4}, keep=False)["samples_ms"]) == 4
+
+
+def test_server_requests_wait_their_gaps_and_report_latency():
+    worker = types.SimpleNamespace(model=Recorder(), task=Task, device="cpu", precision="fp32", timed=None)
+    warm = timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "server"}, keep=False)
+    assert warm["calls"] == 3 and warm["median_ms"] >= 0
+    began = time.perf_counter()
+    reply = timing.handle(worker, {"cmd": "time", "gaps_ms": [20.0, 0.0, 30.0]}, keep=False)
+    assert time.perf_counter() - began >= 0.05
+    assert len(reply["samples_ms"]) == len(reply["latency_ms"]) == 3
+    # Requests rotate over the input sets, without fresh contents (no write before a request).
+    ids = [i for i, _, _, _ in worker.model.seen]
+    assert len(set(ids)) == timing.INPUT_SETS

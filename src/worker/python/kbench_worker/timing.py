@@ -217,16 +217,65 @@ class KernelBenchModel:
         return {"samples_ms": out}
 
 
+class ServerModel:
+    """The server scenario (timing.md, "Server-scenario mode"): isolated requests reaching an
+    idle GPU after an exponential gap (drawn by kbench), on rotating input sets with no flush
+    (the gap and the rotation make them cold) and no blocker: host submission is part of a
+    request's latency. Per request: host clock, start event, call, stop event, synchronize, host
+    clock; the device time and the request latency are both returned."""
+
+    def __init__(self, model, task, seed_base, device, precision, warmup=3):
+        harness.release_memory(device)
+        self.model, self.device = model, device
+        self.cuda = device.startswith("cuda")
+        self.sets = [harness.make_inputs(task, derive_seed(seed_base, k), device, precision) for k in range(INPUT_SETS)]
+        self.taken = 0
+        if self.cuda:
+            self.start = torch.cuda.Event(enable_timing=True)
+            self.stop = torch.cuda.Event(enable_timing=True)
+        times = [self.request()[0] for _ in range(warmup)]
+        self.warm = {"median_ms": statistics.median(times), "calls": warmup}
+
+    def request(self):
+        inputs = self.sets[self.taken % len(self.sets)]
+        self.taken += 1
+        with torch.no_grad():
+            t0 = time.perf_counter()
+            if self.cuda:
+                self.start.record()
+            self.model(*inputs)
+            if self.cuda:
+                self.stop.record()
+                self.stop.synchronize()
+            latency = (time.perf_counter() - t0) * 1e3
+        return (self.start.elapsed_time(self.stop) if self.cuda else latency), latency
+
+    def requests(self, gaps_ms):
+        device, latency = [], []
+        for gap in gaps_ms:
+            time.sleep(gap / 1e3)
+            d, lat = self.request()
+            device.append(d)
+            latency.append(lat)
+        return {"samples_ms": device, "latency_ms": latency}
+
+
 def handle(worker, req, keep):
     """The timing commands, for either worker (`worker` has model, task, device, precision and a
-    `timed` slot): `time_setup` (build and warm up), `time` (a block of samples)."""
+    `timed` slot): `time_setup` (build and warm up, in the request's mode), `time` (a block of
+    samples, or of server requests after the gaps it names)."""
     if req["cmd"] == "time_setup":
         worker.timed = None
         if req["mode"] == "kernelbench":
             worker.timed = KernelBenchModel(worker.model, worker.task, req["seed"], worker.device, worker.precision)
             return {}
+        if req["mode"] == "server":
+            worker.timed = ServerModel(worker.model, worker.task, req["seed"], worker.device, worker.precision)
+            return worker.timed.warm
         worker.timed = TimedModel(worker.model, worker.task, req["seed"], worker.device, worker.precision, keep)
         return worker.timed.warmup()
     if isinstance(worker.timed, KernelBenchModel):
         return worker.timed.samples(req["n"])
+    if isinstance(worker.timed, ServerModel):
+        return worker.timed.requests(req["gaps_ms"])
     return worker.timed.samples(req["n"], req.get("blocker_cycles", 0), req.get("audits", 0))
