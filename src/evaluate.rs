@@ -50,7 +50,7 @@ pub struct Python<'a> {
     /// Per slot, NVML for its GPU (read-only), when it can be opened.
     gpus: Vec<Option<Mutex<Nvml>>>,
     /// Facts of the tasks (input-only constants, degenerate flags), where they could be derived.
-    facts: HashMap<TaskId, TaskFacts>,
+    facts: &'a HashMap<TaskId, TaskFacts>,
 }
 
 /// Two fresh workers and the logs they write until an evaluation claims them.
@@ -168,7 +168,7 @@ impl<'a> Python<'a> {
         config: &'a Config,
         worker_path: PathBuf,
         build_key: String,
-        facts: HashMap<TaskId, TaskFacts>,
+        facts: &'a HashMap<TaskId, TaskFacts>,
     ) -> Python<'a> {
         let ready = (0..config.slots())
             .map(|_| Mutex::new(VecDeque::new()))

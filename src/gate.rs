@@ -59,12 +59,7 @@ mod tests {
     #[test]
     fn gate_fails_on_timings_faster_than_light() {
         let mut record = sample_record();
-        let honest = record
-            .evaluations
-            .iter_mut()
-            .find(|e| e.file.ends_with("honest.py"))
-            .unwrap();
-        let t = honest.timing.as_mut().unwrap();
+        let t = crate::report::tests::honest_timing(&mut record);
         t.invalid = true;
         t.percent_sol = Some(250.0);
         let gate = judge(&record, None);

@@ -228,8 +228,7 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
         probe.torch().unwrap_or_default(),
         config.cuda_arch_list
     );
-    let task_facts = facts.clone();
-    let backend = evaluate::Python::new(&config, worker_path, build_key, facts);
+    let backend = evaluate::Python::new(&config, worker_path, build_key, &facts);
     let progress = report::console::Progress::new(work.len());
     let mut built = 0;
     let mut write_error = None;
@@ -245,9 +244,9 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
             }
             Event::Evaluated(mut e) => {
                 e.findings = findings.remove(&e.file).unwrap_or_default();
-                let facts = task_facts.get(&e.task);
-                e.task_flags = facts.map(|f| f.degenerate.clone()).unwrap_or_default();
-                sol::annotate(&mut e, facts, ceilings.as_ref(), config.precision);
+                let task_facts = facts.get(&e.task);
+                e.task_flags = task_facts.map(|f| f.degenerate.clone()).unwrap_or_default();
+                sol::annotate(&mut e, task_facts, ceilings.as_ref(), config.precision);
                 progress.evaluated(&e);
                 record.evaluations.push(*e);
                 record
@@ -263,9 +262,13 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
     if let Some(err) = write_error {
         return Err(err);
     }
-    report::write_summary(&record, out)?;
+    let summary = report::summary::summarize_run(&record);
+    report::write_summary(&summary, out)?;
     let gate = gate::judge(&record, config.min_speedup);
-    print!("{}", report::console::final_report(&record, &gate, out));
+    print!(
+        "{}",
+        report::console::final_report(&record, &summary, &gate, out)
+    );
     Ok(ExitCode::from(if gate.failures.is_empty() {
         EXIT_PASSED
     } else {

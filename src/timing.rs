@@ -150,10 +150,12 @@ impl Session<'_> {
         })
     }
 
-    fn read_gpu(&self) -> Option<(Telemetry, Option<u32>)> {
-        let mut gpu = self.gpu?.lock().ok()?;
-        let max = gpu.max_sm_mhz().ok();
-        gpu.read().ok().map(|t| (t, max))
+    fn read_gpu(&self) -> Option<Telemetry> {
+        self.gpu?.lock().ok()?.read().ok()
+    }
+
+    fn max_sm_mhz(&self) -> Option<u32> {
+        self.gpu?.lock().ok()?.max_sm_mhz().ok()
     }
 
     /// Time both arms. `timed_check` checks the candidate's kept output of the last block (it
@@ -182,10 +184,9 @@ impl Session<'_> {
         let first_blocker_us = (2e3 * submit_ms).clamp(BLOCKER_MIN_US, BLOCKER_MAX_US);
         let mut blocker_us = first_blocker_us;
         let mut host_syncs = false;
-        let max_mhz = self
-            .read_gpu()
-            .and_then(|(_, m)| m)
-            .unwrap_or(FALLBACK_MAX_MHZ);
+        // Read once: the slowdown rule compares every block's clock with it.
+        let max_sm = self.max_sm_mhz();
+        let max_mhz = max_sm.unwrap_or(FALLBACK_MAX_MHZ);
         let median_ms = warm
             .iter()
             .filter_map(|w| w["median_ms"].as_f64())
@@ -219,17 +220,17 @@ impl Session<'_> {
                 let audit = cfg.device == Device::Cuda && round % AUDIT_EVERY == 0 && position < 2;
                 let audits = if audit { AUDIT_CALLS } else { 0 };
                 blocks[arm].push(self.block(arm, block_n, cycles, audits)?);
-                if let Some((t, max)) = self.read_gpu() {
-                    slowdown |= t.tag(max) == RoundTag::Slowdown;
+                if let Some(t) = self.read_gpu() {
+                    slowdown |= t.tag(max_sm) == RoundTag::Slowdown;
                     clocks[arm].push(f64::from(t.sm_mhz));
-                    reading = Some((t, max));
+                    reading = Some(t);
                 }
             }
-            if let Some((reading, max)) = reading {
+            if let Some(reading) = reading {
                 let tag = if slowdown {
                     RoundTag::Slowdown
                 } else {
-                    reading.tag(max)
+                    reading.tag(max_sm)
                 };
                 telemetry.push(RoundTelemetry {
                     round,

@@ -4,7 +4,7 @@
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::summary::{summarize_run, RunSummary, Summary, FDR_Q};
+use super::summary::{RunSummary, Summary, FDR_Q};
 use crate::gate::Gate;
 use crate::record::{Evaluation, RunRecord, Timing};
 
@@ -160,7 +160,12 @@ fn wall_time_lines(summary: &RunSummary) -> String {
 }
 
 /// Everything printed after the run: unmatched files, the table, where the reports are, the gate.
-pub fn final_report(record: &RunRecord, gate: &Gate, out: &std::path::Path) -> String {
+pub fn final_report(
+    record: &RunRecord,
+    summary: &RunSummary,
+    gate: &Gate,
+    out: &std::path::Path,
+) -> String {
     let mut text = String::new();
     if !record.unmatched.is_empty() {
         text.push_str(&format!(
@@ -171,11 +176,10 @@ pub fn final_report(record: &RunRecord, gate: &Gate, out: &std::path::Path) -> S
             text.push_str(&format!("  {}: {}\n", u.file, u.why));
         }
     }
-    let summary = summarize_run(record);
-    text.push_str(&summary_table(&summary));
+    text.push_str(&summary_table(summary));
     text.push('\n');
     text.push_str(&summary_notes(summary.total()));
-    text.push_str(&wall_time_lines(&summary));
+    text.push_str(&wall_time_lines(summary));
     text.push_str(&format!("reports in {}\n", out.display()));
     if gate.failures.is_empty() {
         text.push_str("gate: passed\n");

@@ -29,8 +29,8 @@ pub fn write_files(record: &RunRecord, out: &Path) -> Result<()> {
 
 /// Write summary.json: the suite aggregates and the time split (`summary::summarize_run`). Once,
 /// at the end of a run: unlike the other reports it bootstraps every passing task again.
-pub fn write_summary(record: &RunRecord, out: &Path) -> Result<()> {
-    let bytes = serde_json::to_vec_pretty(&summary::summarize_run(record))
+pub fn write_summary(summary: &summary::RunSummary, out: &Path) -> Result<()> {
+    let bytes = serde_json::to_vec_pretty(summary)
         .map_err(|e| Error::Other(format!("serialize the summary: {e}")))?;
     write_atomic(&out.join("summary.json"), &bytes)
 }
@@ -141,6 +141,16 @@ pub(crate) mod tests {
 
     /// One evaluation of each verdict that matters to the reports, and the cases of the suite
     /// aggregates: a task with several files (level1/19), a degenerate task (level1/12).
+    /// The timing of the sample record's passing "honest.py" file, for tests that alter it.
+    pub fn honest_timing(record: &mut RunRecord) -> &mut crate::record::Timing {
+        record
+            .evaluations
+            .iter_mut()
+            .find(|e| e.file.ends_with("honest.py"))
+            .and_then(|e| e.timing.as_mut())
+            .expect("the sample record has a timed honest.py")
+    }
+
     pub fn sample_record() -> RunRecord {
         RunRecord {
             schema_version: crate::record::SCHEMA_VERSION,
@@ -244,6 +254,7 @@ pub(crate) mod tests {
         let gate = crate::gate::judge(&record, Some(1.5));
         insta::assert_snapshot!(console::final_report(
             &record,
+            &summary::summarize_run(&record),
             &gate,
             std::path::Path::new("reports/run-test")
         ));
@@ -252,7 +263,7 @@ pub(crate) mod tests {
     #[test]
     fn summary_json_snapshot() {
         let dir = tempfile::tempdir().unwrap();
-        write_summary(&sample_record(), dir.path()).unwrap();
+        write_summary(&summary::summarize_run(&sample_record()), dir.path()).unwrap();
         insta::assert_snapshot!(std::fs::read_to_string(dir.path().join("summary.json")).unwrap());
     }
 

@@ -311,12 +311,7 @@ mod tests {
     #[test]
     fn invalid_timings_count_as_no_result() {
         let mut record = sample_record();
-        let honest = record
-            .evaluations
-            .iter_mut()
-            .find(|e| e.file.ends_with("honest.py"))
-            .unwrap();
-        honest.timing.as_mut().unwrap().invalid = true;
+        crate::report::tests::honest_timing(&mut record).invalid = true;
         let all = total(&record);
         assert_eq!(all.invalid_timings, 1);
         // L1/19 falls back to its 1.25x file
