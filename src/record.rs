@@ -241,10 +241,15 @@ pub struct Latency {
 /// Audit samples (timing.md step 9): what events cannot see, such as work on another stream.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Audit {
+    /// Each audit call's host wall time up to a device-wide synchronize, less its blocker (ms).
     pub reference_ms: Vec<f64>,
     pub candidate_ms: Vec<f64>,
-    /// The candidate's wall time exceeded its event time by more than allowed: the speedup
-    /// above is then computed from audit samples (method "audit_wall_clock").
+    /// Each call's wall time beyond the device's interval for it: the synchronize's latency
+    /// for an honest call, plus any work left on another stream.
+    pub reference_excess_ms: Vec<f64>,
+    pub candidate_excess_ms: Vec<f64>,
+    /// The candidate's excess was more than allowed: the speedup above is then computed from
+    /// audit wall times (method "audit_wall_clock").
     pub flagged: bool,
 }
 

@@ -42,11 +42,13 @@ const FALLBACK_MAX_MHZ: u32 = 2_000;
 /// Rounds with audit calls (this many per arm): the first, then every tenth.
 const AUDIT_EVERY: u32 = 10;
 const AUDIT_CALLS: u32 = 3;
-/// The candidate's audit excess over its event time (medians) may reach the largest of a floor,
-/// a multiple of the reference's excess and half its own audit wall time (verifier.md).
-const AUDIT_FLOOR_MS: f64 = 0.05;
+/// The candidate's audit excess (host wall time beyond the device's interval for the same call,
+/// medians) may reach the largest of a floor, a multiple of the reference's excess and a share
+/// of its own audit time. The floor is above the synchronize's latency: 68 honest identity
+/// tasks on an H100 read 0.04 ms (median) and up to 0.21 ms; a timed-only stream escape, 3.8 ms.
+const AUDIT_FLOOR_MS: f64 = 0.25;
 const AUDIT_FACTOR: f64 = 3.0;
-const AUDIT_SHARE: f64 = 0.5;
+const AUDIT_SHARE: f64 = 0.02;
 /// The blocker grows (doubling) to this multiple of its first length to cover host submission;
 /// a call still outlasting it waits for the GPU itself (a host synchronization inside).
 const BLOCKER_GROWTH: f64 = 8.0;
@@ -86,6 +88,7 @@ struct Taken {
     /// Per block: wall time per sample (seen from here) minus the reported mean sample.
     unexplained_ms: Vec<f64>,
     audit_ms: Vec<f64>,
+    audit_excess_ms: Vec<f64>,
     sm_mhz: Vec<f64>,
 }
 
@@ -96,6 +99,7 @@ struct Block {
     checks: Vec<Check>,
     overflows: u32,
     audit_ms: Vec<f64>,
+    audit_excess_ms: Vec<f64>,
     unexplained_ms: f64,
 }
 
@@ -141,11 +145,8 @@ impl Session<'_> {
             checks: serde_json::from_value(reply["checks"].clone()).unwrap_or_default(),
             unexplained_ms: wall_ms / f64::from(n.max(1)) - mean,
             overflows: reply["overflows"].as_u64().unwrap_or(0) as u32,
-            audit_ms: serde_json::from_value::<Vec<f64>>(reply["audit_ms"].clone())
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|t| t.is_finite() && *t >= 0.0)
-                .collect(),
+            audit_ms: times_of(&reply, "audit_ms")?,
+            audit_excess_ms: excess_of(&reply)?,
             samples,
         })
     }
@@ -267,6 +268,7 @@ impl Session<'_> {
                     taken.samples.extend(block.samples);
                     taken.unexplained_ms.push(block.unexplained_ms);
                     taken.audit_ms.extend(block.audit_ms);
+                    taken.audit_excess_ms.extend(block.audit_excess_ms);
                 }
                 taken.sm_mhz.append(&mut clocks[arm]);
             }
@@ -295,10 +297,13 @@ impl Session<'_> {
         let audit = (!a.audit_ms.is_empty()).then(|| Audit {
             reference_ms: a.audit_ms.clone(),
             candidate_ms: c.audit_ms.clone(),
+            reference_excess_ms: a.audit_excess_ms.clone(),
+            candidate_excess_ms: c.audit_excess_ms.clone(),
             flagged,
         });
         let (reference, candidate, method) = if flagged {
-            let (r, c) = self.audit_only(AUDIT_SAMPLES)?;
+            let cycles = (blocker_us * f64::from(max_mhz)) as u64;
+            let (r, c) = self.audit_only(AUDIT_SAMPLES, cycles)?;
             (r, c, "audit_wall_clock".to_string())
         } else {
             (arm_of(&a), arm_of(&c), method(cfg))
@@ -334,12 +339,12 @@ impl Session<'_> {
 
     /// Audit samples only, interleaved one per arm per round (A C, then C A): the times
     /// reported when events could not see all of the candidate's work.
-    fn audit_only(&mut self, rounds: u32) -> Result<(Arm, Arm), Failed> {
+    fn audit_only(&mut self, rounds: u32, blocker_cycles: u64) -> Result<(Arm, Arm), Failed> {
         let mut taken = [Taken::default(), Taken::default()];
         for round in 0..rounds {
             let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
             for arm in order {
-                let block = self.block(arm, 0, 0, 1)?;
+                let block = self.block(arm, 0, blocker_cycles, 1)?;
                 for ms in block.audit_ms {
                     taken[arm].samples.push(ms);
                     taken[arm].rounds.push(round);
@@ -592,10 +597,12 @@ fn envelope_check(reference: &Taken, candidate: &Taken, device: Device) -> Check
     }
 }
 
-/// `timing.audit`: calls between device-wide synchronizations, timed by the host, against the
-/// event times. Work a candidate leaves on another stream is invisible to events on the
-/// harness stream but not to a device-wide synchronize. A flag switches the reported times to
-/// audit samples for this task (the trick is then measured, not rewarded).
+/// `timing.audit`: calls timed by the host up to a device-wide synchronize, against the
+/// device's interval for the same call (events from the blocker's start to the stop event).
+/// Work a candidate leaves on another stream is invisible to events on the harness stream but
+/// not to a device-wide synchronize; host time inside the call is inside both, so host-bound
+/// and host-synchronizing calls are not mistaken for it. A flag switches the reported times to
+/// audit wall times for this task (the trick is then measured, not rewarded).
 fn audit_check(reference: &Taken, candidate: &Taken) -> Check {
     let name = "timing.audit".to_string();
     if reference.audit_ms.is_empty() || candidate.audit_ms.is_empty() {
@@ -607,7 +614,7 @@ fn audit_check(reference: &Taken, candidate: &Taken) -> Check {
             runs: 1,
         };
     }
-    let excess = |t: &Taken| median_or_zero(&t.audit_ms) - median_or_zero(&t.samples);
+    let excess = |t: &Taken| median_or_zero(&t.audit_excess_ms);
     let (r, c) = (excess(reference), excess(candidate));
     let limit = AUDIT_FLOOR_MS
         .max(AUDIT_FACTOR * r)
@@ -616,7 +623,7 @@ fn audit_check(reference: &Taken, candidate: &Taken) -> Check {
         name,
         outcome: if c > limit { Outcome::Warn } else { Outcome::Pass },
         evidence: format!(
-            "host wall time beyond event time: candidate {c:.3} ms, reference {r:.3} ms (limit {limit:.3} ms, {} audit call(s) per arm)",
+            "host wall time beyond the device's interval for the call: candidate {c:.3} ms, reference {r:.3} ms (limit {limit:.3} ms, {} audit call(s) per arm)",
             candidate.audit_ms.len()
         ),
         seconds: 0.0,
@@ -645,6 +652,19 @@ fn clock_parity(timing: &mut Timing, reference: &[f64], candidate: &[f64]) {
 /// The samples of a timing reply: finite, non-negative milliseconds, or the worker is broken.
 pub fn samples_of(reply: &Value) -> Result<Vec<f64>, Failed> {
     times_of(reply, "samples_ms")
+}
+
+/// The audit calls' excesses: finite, of either sign (two clocks, microseconds apart).
+fn excess_of(reply: &Value) -> Result<Vec<f64>, Failed> {
+    let excess: Vec<f64> = serde_json::from_value(reply["audit_excess_ms"].clone())
+        .map_err(|e| (Verdict::Crashed, format!("malformed timing reply: {e}")))?;
+    if excess.iter().any(|s| !s.is_finite()) {
+        return Err((
+            Verdict::Crashed,
+            "timing reply holds a non-finite audit excess".into(),
+        ));
+    }
+    Ok(excess)
 }
 
 fn times_of(reply: &Value, key: &str) -> Result<Vec<f64>, Failed> {
@@ -775,7 +795,15 @@ mod tests {
             rounds: (0..samples.len() as u32).map(|i| i / 10).collect(),
             unexplained_ms: unexplained.to_vec(),
             audit_ms: audit.to_vec(),
+            audit_excess_ms: Vec::new(),
             sm_mhz: Vec::new(),
+        }
+    }
+
+    fn audited(audit: &[f64], excess: &[f64]) -> Taken {
+        Taken {
+            audit_excess_ms: excess.to_vec(),
+            ..taken(&[1.0; 20], &[], audit)
         }
     }
 
@@ -799,12 +827,22 @@ mod tests {
 
     #[test]
     fn the_audit_flags_work_that_events_do_not_see() {
-        let reference = taken(&[1.0; 20], &[], &[1.02, 1.03]);
-        let honest = taken(&[0.5; 20], &[], &[0.52, 0.53]);
+        let reference = audited(&[1.02, 1.03, 1.02], &[0.02, 0.03, 0.02]);
+        let honest = audited(&[0.52, 0.53, 0.51], &[0.03, 0.02, 0.02]);
         assert_eq!(audit_check(&reference, &honest).outcome, Outcome::Pass);
-        // Events see 0.05 ms; the device was busy 2 ms longer (a side stream).
-        let escaped = taken(&[0.05; 20], &[], &[2.05, 2.06]);
-        assert_eq!(audit_check(&reference, &escaped).outcome, Outcome::Warn);
+        // A host-bound call three times slower on the host than the reference's (another
+        // process): its host time is inside the device's interval, so no excess.
+        let host_bound = audited(&[3.3, 3.6, 3.4], &[0.03, 0.04, 0.03]);
+        assert_eq!(audit_check(&reference, &host_bound).outcome, Outcome::Pass);
+        // The device was busy 2 ms after the stop event (a side stream).
+        let escaped = audited(&[2.05, 2.06, 2.04], &[2.0, 2.01, 1.99]);
+        let check = audit_check(&reference, &escaped);
+        assert_eq!(check.outcome, Outcome::Warn, "{}", check.evidence);
+        // A long call may keep 2 % of its time beyond the stop event; more is flagged.
+        let long = audited(&[100.0; 3], &[1.5; 3]);
+        assert_eq!(audit_check(&reference, &long).outcome, Outcome::Pass);
+        let hidden = audited(&[100.0; 3], &[3.0; 3]);
+        assert_eq!(audit_check(&reference, &hidden).outcome, Outcome::Warn);
         assert_eq!(
             audit_check(&taken(&[1.0], &[], &[]), &escaped).outcome,
             Outcome::Skip

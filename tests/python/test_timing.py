@@ -55,6 +55,28 @@ def test_every_timed_call_gets_fresh_contents_in_place():
         assert torch.equal(x, expected[0]) and torch.equal(labels, expected[1])
 
 
+def test_a_set_too_large_to_copy_gets_new_storage_in_the_same_objects():
+    # On a GPU a set over the extra-sets share is refilled by swapping storage (a copy would hold
+    # two sets at once); the contents must still be sample k's and the objects the same.
+    model, t = timed()
+    t.swap = True
+    t.samples(6, blocker_cycles=0, audits=0)
+    assert len({i for i, _, _, _ in model.seen}) == timing.INPUT_SETS
+    assert {v for _, v, _, _ in model.seen} == {0}
+    for k, (_, _, x, labels) in enumerate(model.seen):
+        expected = harness.make_inputs(Task, timing.derive_seed(11, k), "cpu", "fp32")
+        assert torch.equal(x, expected[0]) and torch.equal(labels, expected[1])
+
+
+def test_audit_calls_follow_the_samples_on_their_own_inputs():
+    model, t = timed(keep=False)
+    reply = t.samples(2, blocker_cycles=0, audits=3)
+    assert len(reply["samples_ms"]) == 2 and len(reply["audit_ms"]) == 3
+    # On the CPU there is no other stream to leave work on: no excess.
+    assert reply["audit_excess_ms"] == [0.0, 0.0, 0.0]
+    assert len(model.seen) == 5 and len({x.sum().item() for _, _, x, _ in model.seen}) == 5
+
+
 def test_the_kept_output_belongs_to_its_sample():
     model, t = timed()
     reply = t.samples(5, blocker_cycles=0, audits=0)

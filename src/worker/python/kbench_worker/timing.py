@@ -39,6 +39,8 @@ from . import harness
 MASK53 = (1 << 53) - 1
 # Input sets per arm, memory permitting (timing.md step 5).
 INPUT_SETS = 4
+# The extra input sets may take this share of the GPU's memory: the other worker times on it too.
+EXTRA_SETS_SHARE = 0.1
 # Warm-up until at least this many calls and this much device time, capped (step 10).
 WARMUP_CALLS = 10
 WARMUP_MS = 100.0
@@ -71,17 +73,24 @@ class TimedModel:
         self.taken = 0
         first = harness.make_inputs(task, derive_seed(seed_base, 0), device, precision)
         sets = INPUT_SETS
+        # Refill by copy (addresses fixed) unless a set is too large to hold twice.
+        self.swap = False
         if self.cuda:
             # At most a tenth of the GPU's memory for the extra sets: the other worker times on
             # the same GPU, and cuDNN picks slower algorithms when its workspace does not fit
             # (an identity run measured a 0.76 "speedup" on a transposed convolution that way).
             _, total = torch.cuda.mem_get_info()
-            sets = max(1, min(INPUT_SETS, 1 + int(0.1 * total) // max(_nbytes(first), 1)))
+            budget = int(EXTRA_SETS_SHARE * total)
+            sets = max(1, min(INPUT_SETS, 1 + budget // max(_nbytes(first), 1)))
+            # A set over that share (a 16 GiB pooling input) gets new contents by releasing its
+            # storage first: a copy would need two at once, in both workers.
+            self.swap = _nbytes(first) > budget
             l2 = torch.cuda.get_device_properties(torch.device(device)).L2_cache_size
             self.flush_buffer = torch.ones(max(2 * l2, 1 << 20) // 4, device=device)
             self.flush_sink = torch.empty((), device=device)
             self.start = torch.cuda.Event(enable_timing=True)
             self.stop = torch.cuda.Event(enable_timing=True)
+            self.blocked = torch.cuda.Event(enable_timing=True)
         self.sets = [first] + [
             harness.make_inputs(task, derive_seed(seed_base, k), device, precision) for k in range(1, sets)
         ]
@@ -92,10 +101,17 @@ class TimedModel:
         self.taken += 1
         seed = derive_seed(self.base, k)
         buffers = self.sets[k % len(self.sets)]
-        fresh = harness.make_inputs(self.task, seed, self.device, self.precision)
-        for old, new in zip(buffers, fresh):
-            if isinstance(old, torch.Tensor):
-                old.data.copy_(new)  # same object and version: only the contents are new
+        tensors = [x for x in buffers if isinstance(x, torch.Tensor)]
+        if self.swap:
+            for old in tensors:
+                old.data = torch.empty(0, dtype=old.dtype, device=old.device)
+        fresh = [x for x in harness.make_inputs(self.task, seed, self.device, self.precision) if isinstance(x, torch.Tensor)]
+        for old, new in zip(tensors, fresh):
+            # The same object and version counter: only the contents (or, swapped, the storage) are new.
+            if self.swap:
+                old.data = new
+            else:
+                old.data.copy_(new)
         return k, buffers, derive_seed(seed, 0)
 
     def _prepare(self):
@@ -138,8 +154,7 @@ class TimedModel:
         }
 
     def samples(self, n, blocker_cycles, audits):
-        """`n` samples, then `audits` calls timed by the host clock between device-wide
-        synchronizations (no blocker): work hidden on another stream shows there."""
+        """`n` samples, then `audits` audit calls (timing.audit)."""
         samples, overflows = [], 0
         with torch.no_grad():
             for i in range(n):
@@ -160,17 +175,38 @@ class TimedModel:
                 if self.keep and int.from_bytes(os.urandom(4), "little") % (i + 1) == 0:
                     self.kept = (k, out)
                 del out
-            reply = {"samples_ms": samples, "overflows": overflows}
-            reply["audit_ms"] = []
+            reply = {"samples_ms": samples, "overflows": overflows, "audit_ms": [], "audit_excess_ms": []}
             for _ in range(audits):
-                _, inputs = self._prepare()
-                harness.synchronize(self.device)
-                t0 = time.perf_counter()
-                out = self.model(*inputs)
-                harness.synchronize(self.device)
-                reply["audit_ms"].append((time.perf_counter() - t0) * 1e3)
-                del out
+                wall, excess = self._audit(blocker_cycles)
+                reply["audit_ms"].append(wall)
+                reply["audit_excess_ms"].append(excess)
         return reply
+
+    def _audit(self, blocker_cycles):
+        """One audit call: the host clock from an idle GPU to a device-wide synchronize after the
+        call, against the device's own interval from the blocker's start to the stop event.
+        Work left on another stream lies after the stop event, so it shows as excess; host time
+        (launch gaps, host synchronizations inside the call) lies inside the interval, so an
+        honest call's excess is only the synchronize's latency, however host-bound the call.
+        The call starts behind the samples' blocker, so it cannot tell an audit from a sample
+        (behind a shorter one, a GPU measured the stream idle again by the time a call asked).
+        Work that a side stream finishes while the blocker runs stays hidden here as in the
+        samples. Returns (the call's wall time without the blocker, the excess), in ms."""
+        _, inputs = self._prepare()
+        if not self.cuda:
+            t0 = time.perf_counter()
+            self.model(*inputs)
+            return (time.perf_counter() - t0) * 1e3, 0.0
+        t0 = time.perf_counter()
+        self.blocked.record()
+        torch.cuda._sleep(blocker_cycles)
+        self.start.record()
+        out = self.model(*inputs)
+        self.stop.record()
+        torch.cuda.synchronize()
+        wall = (time.perf_counter() - t0) * 1e3
+        del out
+        return wall - self.blocked.elapsed_time(self.start), wall - self.blocked.elapsed_time(self.stop)
 
     def take_kept(self):
         """The kept (sample index, output) of the last block, handed over once."""
