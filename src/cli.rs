@@ -93,6 +93,14 @@ pub enum ModeArg {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BaselineArg {
+    /// The task's PyTorch model, run eagerly (always timed)
+    Eager,
+    /// torch.compile of the task's model (inductor, default mode)
+    Compile,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LibraryPolicyArg {
     /// At most half of the GPU time in library kernels (cuBLAS, cuDNN, ATen), on every level
     Strict,
@@ -141,6 +149,11 @@ pub struct EvalArgs {
     /// How to time: kbench's protocol, or upstream KernelBench's loop for comparison
     #[arg(long, value_enum, default_value_t = ModeArg::Offline)]
     pub mode: ModeArg,
+    /// The references a submission is timed against, in the offline mode: eager (the task's
+    /// PyTorch model), and with `eager,compile` also torch.compile of it (inductor, default
+    /// mode, compiled before timing), interleaved in the same rounds
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "eager")]
+    pub baseline: Vec<BaselineArg>,
     /// Stop timing a task when the 95 % interval of its speedup is within ±F (0.01 = 1 %)
     #[arg(long, value_name = "F", default_value_t = 0.01)]
     pub ci_target: f64,

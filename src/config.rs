@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::cli::{DeviceArg, EvalArgs, LibraryPolicyArg, ModeArg, PrecisionArg};
+use crate::cli::{BaselineArg, DeviceArg, EvalArgs, LibraryPolicyArg, ModeArg, PrecisionArg};
 use crate::error::{Error, Result};
 use crate::probe::Probe;
 use crate::record::RecordedConfig;
@@ -97,6 +97,8 @@ pub struct Config {
     pub max_samples: u32,
     pub budget: Duration,
     pub mode: Mode,
+    /// `--baseline eager,compile`: torch.compile of the reference is timed too (offline mode).
+    pub compile_baseline: bool,
     /// The run's seed: `--seed`, else secret (drawn from the OS, never written anywhere).
     pub seed: u64,
     pub seed_given: bool,
@@ -267,6 +269,19 @@ impl Config {
             let (k, v) = parse_set(raw)?;
             sets.insert(k, v);
         }
+        if !args.baseline.contains(&BaselineArg::Eager) {
+            return Err(Error::Usage(
+                "use --baseline without eager: every speedup is first against the eager reference"
+                    .into(),
+            ));
+        }
+        let compile_baseline = args.baseline.contains(&BaselineArg::Compile);
+        if compile_baseline && args.mode != ModeArg::Offline {
+            return Err(Error::Usage(
+                "time --baseline compile outside the offline mode: kernelbench and server time eager only"
+                    .into(),
+            ));
+        }
         let run_id = chrono::Local::now().format("run-%Y%m%d-%H%M%S").to_string();
         if args.resume && args.out.is_none() {
             return Err(Error::Usage(
@@ -305,6 +320,7 @@ impl Config {
                 ModeArg::Kernelbench => Mode::KernelBench,
                 ModeArg::Server => Mode::Server,
             },
+            compile_baseline,
             seed: args.seed.unwrap_or_else(|| {
                 use rand::RngCore;
                 rand::rngs::OsRng.next_u64()
@@ -357,6 +373,7 @@ impl Config {
             mode: self.mode.as_str().into(),
             seed: self.seed_given.then_some(self.seed),
             library_policy: self.library_policy.as_str().into(),
+            compile_baseline: self.compile_baseline,
             overrides: self.overrides_json(),
         }
     }

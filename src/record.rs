@@ -55,6 +55,9 @@ pub struct RecordedConfig {
     pub mode: String,
     #[serde(default)]
     pub library_policy: String,
+    /// `--baseline eager,compile`: each timing also holds the speedup over torch.compile.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compile_baseline: bool,
     /// None when the seed was secret.
     pub seed: Option<u64>,
     pub overrides: Value,
@@ -198,6 +201,9 @@ pub struct Timing {
     pub audit: Option<Audit>,
     #[serde(default)]
     pub server: Option<Server>,
+    /// `--baseline eager,compile`: the candidate against torch.compile of the reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile: Option<CompileBaseline>,
     /// The task's speed of light on this machine (ms, `sol::t_sol_ms`); None without measured
     /// ceilings or task facts.
     #[serde(default)]
@@ -212,6 +218,24 @@ pub struct Timing {
     /// fails the evaluation and the suite aggregates leave its speedup out.
     #[serde(default)]
     pub invalid: bool,
+}
+
+/// Arm B (timing.md): torch.compile of the reference (inductor, default mode), compiled in the
+/// trusted worker before timing and timed in the same rounds as the eager reference and the
+/// candidate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompileBaseline {
+    /// Arm B's samples (ms).
+    pub reference: Arm,
+    /// Seconds the compiling first call took, outside the clock.
+    pub compile_s: f64,
+    /// B's median over the candidate's, with the paired bootstrap interval over rounds.
+    pub speedup: f64,
+    pub speedup_ci_low: f64,
+    pub speedup_ci_high: f64,
+    pub label: Decision,
+    /// The eager reference's median over B's: what torch.compile gains on this task.
+    pub compile_gain: f64,
 }
 
 /// `--mode server`: per-request statistics of each arm and the tail speedup (the speedup

@@ -1,5 +1,6 @@
 //! The timing schedule (timing.md 10.2-10.4) over the two workers of an evaluation: warm-up and
-//! blocker sizing, interleaved blocks of samples (A C C A, then C A A C), NVML telemetry after
+//! blocker sizing, interleaved blocks of samples (A C C A, then C A A C; with the torch.compile
+//! baseline B, A B C C B A with the start rotated), NVML telemetry after
 //! every block (slowdown rounds retaken, power capping tagged, clock parity), adaptive stopping
 //! on the precision of the speedup, timed-output checks at unpredictable rounds, audit samples
 //! and the wall-clock envelope; then the statistics of the comparison. The samples themselves
@@ -15,7 +16,8 @@ use serde_json::{json, Value};
 use crate::config::{Config, Device, Mode};
 use crate::nvml::{Gpu, Nvml, RoundTag, Telemetry};
 use crate::record::{
-    merge_check, Arm, Audit, Check, Latency, Outcome, RoundTelemetry, Server, Timing,
+    merge_check, Arm, Audit, Check, CompileBaseline, Latency, Outcome, RoundTelemetry, Server,
+    Timing,
 };
 use crate::stats;
 use crate::verdict::Verdict;
@@ -23,6 +25,12 @@ use crate::worker::{Reply, Worker};
 
 /// Why timing ended early: the verdict and its reason.
 pub type Failed = (Verdict, String);
+
+/// The arms: the eager reference (A) and the candidate (C) always; torch.compile of the
+/// reference (B, in the reference worker) with `--baseline eager,compile`.
+const EAGER: usize = 0;
+const CANDIDATE: usize = 1;
+const COMPILED: usize = 2;
 
 /// Samples per arm in one block: enough calls for ~5 ms, at most 10. A round is A C C A (or
 /// C A A C) in blocks, so linear drift cancels within a round and each arm holds each position
@@ -105,10 +113,10 @@ struct Block {
 
 impl Session<'_> {
     fn worker(&mut self, arm: usize) -> &mut Worker {
-        if arm == 0 {
-            self.reference
-        } else {
+        if arm == CANDIDATE {
             self.candidate
+        } else {
+            self.reference
         }
     }
 
@@ -116,8 +124,8 @@ impl Session<'_> {
     fn ask(&mut self, arm: usize, body: Value, deadline: Duration) -> Result<Value, Failed> {
         match (self.worker(arm).request(body, deadline), arm) {
             (Ok(Reply::Ok(v)), _) => Ok(v),
-            (Ok(Reply::Err(e)), 0) => Err(reference_failed(&e.message)),
-            (Err(f), 0) => Err(reference_failed(&f.to_string())),
+            (Ok(Reply::Err(e)), EAGER | COMPILED) => Err(reference_failed(&e.message)),
+            (Err(f), EAGER | COMPILED) => Err(reference_failed(&f.to_string())),
             (Ok(Reply::Err(e)), _) => Err((crate::evaluate::candidate_verdict(&e), e.message)),
             (Err(f), _) => Err((crate::evaluate::failure_verdict(&f), f.to_string())),
         }
@@ -130,8 +138,11 @@ impl Session<'_> {
         blocker_cycles: u64,
         audits: u32,
     ) -> Result<Block, Failed> {
-        let request =
+        let mut request =
             json!({"cmd": "time", "n": n, "blocker_cycles": blocker_cycles, "audits": audits});
+        if arm == COMPILED {
+            request["arm"] = json!("compile");
+        }
         let started = Instant::now();
         let reply = self.ask(arm, request, self.config.timeouts.call)?;
         let wall_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -174,10 +185,22 @@ impl Session<'_> {
         let cfg = self.config;
         let setup = json!({"cmd": "time_setup", "seed": self.seed_base, "mode": "offline"});
         let deadline = cfg.timeouts.call + WARMUP_ALLOWANCE;
-        let warm = [
-            self.ask(0, setup.clone(), deadline)?,
-            self.ask(1, setup, deadline)?,
+        let mut warm = vec![
+            self.ask(EAGER, setup.clone(), deadline)?,
+            self.ask(CANDIDATE, setup.clone(), deadline)?,
         ];
+        // Arm B compiles in its set-up (its first call), under the compile deadline; a task
+        // torch.compile cannot handle is timed without it, and says so.
+        let mut compile_failed = None;
+        if cfg.compile_baseline {
+            let mut compiled = setup;
+            compiled["arm"] = json!("compile");
+            match self.ask(COMPILED, compiled, cfg.timeouts.compile + deadline) {
+                Ok(reply) => warm.push(reply),
+                Err((_, why)) => compile_failed = Some(why),
+            }
+        }
+        let arm_count = warm.len();
         let submit_ms = warm
             .iter()
             .filter_map(|w| w["submit_ms"].as_f64())
@@ -200,25 +223,24 @@ impl Session<'_> {
         let block_n = per_block.clamp(1, BLOCK).min((cfg.max_samples / 4).max(1));
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed_base);
 
-        let mut arms = [Taken::default(), Taken::default()];
+        let mut arms: Vec<Taken> = (0..arm_count).map(|_| Taken::default()).collect();
         let mut telemetry = Vec::new();
         let (mut kept, mut attempts, mut overflows, mut timed_checks) = (0u32, 0u32, 0u32, 0u32);
         let started = Instant::now();
         let stopped = loop {
             attempts += 1;
             let round = kept;
-            let order: [usize; 4] = if round % 2 == 0 {
-                [0, 1, 1, 0]
-            } else {
-                [1, 0, 0, 1]
-            };
             let cycles = (blocker_us * f64::from(max_mhz)) as u64;
-            let mut blocks: [Vec<Block>; 2] = [Vec::new(), Vec::new()];
+            let mut blocks: Vec<Vec<Block>> = (0..arm_count).map(|_| Vec::new()).collect();
             let mut slowdown = false;
             let mut reading = None;
-            let mut clocks = [Vec::new(), Vec::new()];
-            for (position, &arm) in order.iter().enumerate() {
-                let audit = cfg.device == Device::Cuda && round % AUDIT_EVERY == 0 && position < 2;
+            let mut clocks: Vec<Vec<f64>> = vec![Vec::new(); arm_count];
+            for (position, &arm) in round_order(round, arm_count).iter().enumerate() {
+                // Audits: A and C, at their first block of the round.
+                let audit = cfg.device == Device::Cuda
+                    && round % AUDIT_EVERY == 0
+                    && position < arm_count
+                    && arm != COMPILED;
                 let audits = if audit { AUDIT_CALLS } else { 0 };
                 blocks[arm].push(self.block(arm, block_n, cycles, audits)?);
                 if let Some(t) = self.read_gpu() {
@@ -289,7 +311,9 @@ impl Session<'_> {
             }
         };
 
-        let [a, c] = arms;
+        let b = (arm_count > COMPILED).then(|| arms.remove(COMPILED));
+        let c = arms.remove(CANDIDATE);
+        let a = arms.remove(EAGER);
         merge_check(checks, envelope_check(&a, &c, cfg.device));
         let audit_check = audit_check(&a, &c);
         let flagged = audit_check.outcome == Outcome::Warn;
@@ -308,7 +332,29 @@ impl Session<'_> {
         } else {
             (arm_of(&a), arm_of(&c), method(cfg))
         };
+        let compile = match (b, flagged) {
+            (Some(b), false) => Some(compile_baseline(
+                arm_of(&b),
+                &reference,
+                &candidate,
+                warm[COMPILED]["compile_s"].as_f64().unwrap_or(0.0),
+                self.seed_base,
+                cfg.delta,
+            )),
+            _ => None,
+        };
         let mut timing = summarize(method, reference, candidate, self.seed_base, cfg.delta);
+        timing.compile = compile;
+        if let Some(why) = compile_failed {
+            timing
+                .warnings
+                .push(format!("torch.compile baseline not timed: {why}"));
+        } else if cfg.compile_baseline && flagged {
+            timing.warnings.push(
+                "torch.compile baseline left out: the audit flagged the candidate, whose times are audit wall times"
+                    .into(),
+            );
+        }
         timing.rounds_discarded = attempts - kept;
         timing.telemetry = telemetry;
         timing.stopped = stopped.into();
@@ -519,28 +565,37 @@ fn arm_of(taken: &Taken) -> Arm {
 /// Precision is the quick rank interval (timing.md step 13), confirmed by a paired bootstrap
 /// over rounds like the one reported, so the reported interval meets the target too.
 fn stop_reason(
-    arms: &[Taken; 2],
+    arms: &[Taken],
     rounds: u32,
     elapsed: Duration,
     cfg: &Config,
     seed: u64,
 ) -> Option<&'static str> {
-    let n = arms[0].samples.len().min(arms[1].samples.len());
-    let quick = rounds >= MIN_ROUNDS
-        && stats::Samples::new(arms[0].samples.clone())
-            .and_then(|a| Ok((a, stats::Samples::new(arms[1].samples.clone())?)))
+    let n = arms.iter().map(|t| t.samples.len()).min().unwrap_or(0);
+    // Every speedup reported must reach the target: C against A, and against B when timed.
+    let precise_against = |reference: &Taken| {
+        let candidate = &arms[CANDIDATE];
+        let quick = stats::Samples::new(reference.samples.clone())
+            .and_then(|a| Ok((a, stats::Samples::new(candidate.samples.clone())?)))
             .is_ok_and(|(a, c)| stats::precision_reached(&a, &c, cfg.ci_target));
-    let precise = quick
-        && stats::Rounds::from_tagged(
-            &arms[0].samples,
-            &arms[0].rounds,
-            &arms[1].samples,
-            &arms[1].rounds,
-        )
-        .is_ok_and(|r| {
-            let s = stats::paired_speedup(&r, CONFIRM_RESAMPLES, CI_LEVEL, seed).speedup;
-            (s.ci_high - s.ci_low) / (2.0 * s.ratio) <= cfg.ci_target
-        });
+        quick
+            && stats::Rounds::from_tagged(
+                &reference.samples,
+                &reference.rounds,
+                &candidate.samples,
+                &candidate.rounds,
+            )
+            .is_ok_and(|r| {
+                let s = stats::paired_speedup(&r, CONFIRM_RESAMPLES, CI_LEVEL, seed).speedup;
+                (s.ci_high - s.ci_low) / (2.0 * s.ratio) <= cfg.ci_target
+            })
+    };
+    let precise = rounds >= MIN_ROUNDS
+        && arms
+            .iter()
+            .enumerate()
+            .filter(|(arm, _)| *arm != CANDIDATE)
+            .all(|(_, reference)| precise_against(reference));
     if rounds < 2 {
         None
     } else if precise {
@@ -551,6 +606,47 @@ fn stop_reason(
         Some("budget")
     } else {
         None
+    }
+}
+
+/// One round's blocks: a palindrome over the arms, so linear drift cancels within the round,
+/// with the starting arm rotated from round to round (A C C A, C A A C; with B: A B C C B A,
+/// B C A A C B, C A B B A C).
+fn round_order(round: u32, arm_count: usize) -> Vec<usize> {
+    let base: &[usize] = if arm_count > COMPILED {
+        &[EAGER, COMPILED, CANDIDATE]
+    } else {
+        &[EAGER, CANDIDATE]
+    };
+    let start = round as usize % base.len();
+    let half: Vec<usize> = base[start..]
+        .iter()
+        .chain(&base[..start])
+        .copied()
+        .collect();
+    half.iter().chain(half.iter().rev()).copied().collect()
+}
+
+/// The candidate against arm B: the same statistics as against the eager reference, over the
+/// rounds all three arms shared.
+fn compile_baseline(
+    compiled: Arm,
+    eager: &Arm,
+    candidate: &Arm,
+    compile_s: f64,
+    seed: u64,
+    delta: f64,
+) -> CompileBaseline {
+    let compile_gain = eager.median_ms / compiled.median_ms;
+    let vs = summarize(String::new(), compiled, candidate.clone(), seed, delta);
+    CompileBaseline {
+        reference: vs.reference,
+        compile_s,
+        speedup: vs.speedup,
+        speedup_ci_low: vs.speedup_ci_low,
+        speedup_ci_high: vs.speedup_ci_high,
+        label: vs.label,
+        compile_gain,
     }
 }
 
@@ -776,6 +872,7 @@ pub fn summarize(method: String, reference: Arm, candidate: Arm, seed: u64, delt
         cycle_speedup: None,
         audit: None,
         server: None,
+        compile: None,
         sol_ms: None,
         percent_sol: None,
         reference_percent_sol: None,
@@ -847,6 +944,28 @@ mod tests {
             audit_check(&taken(&[1.0], &[], &[]), &escaped).outcome,
             Outcome::Skip
         );
+    }
+
+    #[test]
+    fn rounds_are_palindromes_with_a_rotated_start() {
+        assert_eq!(round_order(0, 2), [0, 1, 1, 0]);
+        assert_eq!(round_order(1, 2), [1, 0, 0, 1]);
+        let three: Vec<Vec<usize>> = (0..3).map(|r| round_order(r, 3)).collect();
+        assert_eq!(
+            three[0],
+            [EAGER, COMPILED, CANDIDATE, CANDIDATE, COMPILED, EAGER]
+        );
+        assert_eq!(
+            three[1],
+            [COMPILED, CANDIDATE, EAGER, EAGER, CANDIDATE, COMPILED]
+        );
+        assert_eq!(round_order(3, 3), three[0]);
+        // Over a cycle of starts every arm holds every position once.
+        for position in 0..6 {
+            let mut arms: Vec<usize> = three.iter().map(|o| o[position]).collect();
+            arms.sort();
+            assert_eq!(arms, [0, 1, 2]);
+        }
     }
 
     #[test]

@@ -83,6 +83,20 @@ fn bad_flags_are_usage_errors() {
     let out = kbench(&["eval", ".", "--lock-clocks", "base"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--dedicated"), "{}", stderr(&out));
+    // The eager reference is always timed; torch.compile is an extra arm of the offline mode.
+    let out = kbench(&["eval", ".", "--baseline", "compile"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("without eager"), "{}", stderr(&out));
+    let out = kbench(&[
+        "eval",
+        ".",
+        "--baseline",
+        "eager,compile",
+        "--mode",
+        "server",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("offline mode"), "{}", stderr(&out));
 }
 
 #[test]

@@ -260,4 +260,31 @@ fn the_bundled_cpu_example_passes_the_gate() {
         assert_eq!(t["method"], "kernelbench_cpu_perf_counter");
         assert_eq!(t["speedup"], t["mean_ratio"]);
     }
+
+    // The torch.compile baseline: a third arm in the same rounds, its own speedup and samples.
+    let compiled = tmp.path().join("compiled");
+    let run = eval(
+        &example,
+        &compiled,
+        &["--baseline", "eager,compile", "--only", "1/19"],
+    );
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(compiled.join("results.json")).unwrap()).unwrap();
+    assert_eq!(record["config"]["compile_baseline"], true);
+    let t = &record["evaluations"][0]["timing"];
+    let b = &t["compile"];
+    assert!(b["compile_s"].as_f64().unwrap() > 0.0, "{t}");
+    assert!(b["speedup"].as_f64().unwrap() > 0.0);
+    assert!(b["speedup_ci_low"].as_f64() <= b["speedup"].as_f64());
+    // Every round holds every arm: B has as many samples as the eager reference.
+    assert_eq!(
+        b["reference"]["samples_ms"].as_array().unwrap().len(),
+        t["reference"]["samples_ms"].as_array().unwrap().len()
+    );
 }

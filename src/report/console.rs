@@ -58,6 +58,12 @@ fn timing_line(t: &Timing) -> String {
         "  {:.3}x [{:.3}, {:.3}] {}",
         t.speedup, t.speedup_ci_low, t.speedup_ci_high, t.label
     );
+    if let Some(b) = &t.compile {
+        line.push_str(&format!(
+            "  vs torch.compile {:.3}x [{:.3}, {:.3}] {}",
+            b.speedup, b.speedup_ci_low, b.speedup_ci_high, b.label
+        ));
+    }
     if let Some(p) = t.percent_sol {
         line.push_str(&format!("  {p:.0}% SOL"));
     }

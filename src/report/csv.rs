@@ -23,6 +23,11 @@ struct Row<'a> {
     speedup_ci_high: Option<f64>,
     label: Option<&'static str>,
     mean_ratio: Option<f64>,
+    /// `--baseline eager,compile`: torch.compile's median and the speedup over it.
+    compile_ms: Option<f64>,
+    speedup_vs_compile: Option<f64>,
+    speedup_vs_compile_ci_low: Option<f64>,
+    speedup_vs_compile_ci_high: Option<f64>,
     sol_ms: Option<f64>,
     percent_sol: Option<f64>,
     ref_percent_sol: Option<f64>,
@@ -36,7 +41,7 @@ struct Row<'a> {
 }
 
 /// `Row`'s fields in order: the header of a run with no rows (serde writes it with a first row).
-const COLUMNS: [&str; 24] = [
+const COLUMNS: [&str; 28] = [
     "level",
     "problem_id",
     "task",
@@ -52,6 +57,10 @@ const COLUMNS: [&str; 24] = [
     "speedup_ci_high",
     "label",
     "mean_ratio",
+    "compile_ms",
+    "speedup_vs_compile",
+    "speedup_vs_compile_ci_low",
+    "speedup_vs_compile_ci_high",
     "sol_ms",
     "percent_sol",
     "ref_percent_sol",
@@ -71,6 +80,7 @@ pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
     }
     for e in &record.evaluations {
         let timing = e.timing.as_ref();
+        let compile = timing.and_then(|t| t.compile.as_ref());
         w.serialize(Row {
             level: e.task.level,
             problem_id: e.task.number,
@@ -87,6 +97,10 @@ pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
             speedup_ci_high: timing.map(|t| t.speedup_ci_high),
             label: timing.map(|t| t.label.as_str()),
             mean_ratio: timing.map(|t| t.mean_ratio),
+            compile_ms: compile.map(|b| b.reference.median_ms),
+            speedup_vs_compile: compile.map(|b| b.speedup),
+            speedup_vs_compile_ci_low: compile.map(|b| b.speedup_ci_low),
+            speedup_vs_compile_ci_high: compile.map(|b| b.speedup_ci_high),
             sol_ms: timing.and_then(|t| t.sol_ms),
             percent_sol: timing.and_then(|t| t.percent_sol),
             ref_percent_sol: timing.and_then(|t| t.reference_percent_sol),

@@ -175,6 +175,7 @@ pub(crate) mod tests {
                 mode: "offline".into(),
                 seed: Some(42),
                 library_policy: "partial".into(),
+                compile_baseline: false,
                 overrides: serde_json::json!({"scale": "small", "set": {}}),
             },
             evaluations: vec![

@@ -77,6 +77,27 @@ def test_audit_calls_follow_the_samples_on_their_own_inputs():
     assert len(model.seen) == 5 and len({x.sum().item() for _, _, x, _ in model.seen}) == 5
 
 
+class Small:
+    @staticmethod
+    def get_inputs():
+        return [torch.randn(4, 8)]
+
+
+def test_the_compiled_baseline_times_torch_compile_of_the_same_module():
+    from kbench_worker import reference
+
+    torch.manual_seed(0)
+    eager = types.SimpleNamespace(model=torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()), task=Small, device="cpu", precision="fp32")
+    compiled = reference.Compiled(eager, seed=3)
+    assert compiled.compile_s > 0
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        assert torch.allclose(compiled.model(x), eager.model(x))
+    timing.handle(compiled, {"cmd": "time_setup", "mode": "offline", "seed": 5}, keep=False)
+    reply = timing.handle(compiled, {"cmd": "time", "n": 3}, keep=False)
+    assert len(reply["samples_ms"]) == 3
+
+
 def test_the_kept_output_belongs_to_its_sample():
     model, t = timed()
     reply = t.samples(5, blocker_cycles=0, audits=0)

@@ -135,6 +135,7 @@ class Reference:
         self.task = harness.load_task(req["task"], taskfile.overrides(req["task"], req.get("scale"), req.get("set")))
         self.model = harness.build(self.task.Model, harness.init_inputs(self.task), self.device, self.precision)
         self.timed = None
+        self.compiled = None
 
     def receive(self, req):
         """The candidate's outputs and post-call inputs: IPC views of its memory, or a file."""
@@ -212,6 +213,24 @@ class Reference:
 
 
 
+class Compiled:
+    """Arm B (`--baseline eager,compile`): torch.compile of the reference's model (the same
+    module and parameters, perturbed ones included), inductor in its default mode after a
+    dynamo reset, as KernelBench's baselines compile. Its first call compiles, outside the
+    clock; then it is timed like any arm, with its own input sets."""
+
+    def __init__(self, reference, seed):
+        self.task, self.device, self.precision = reference.task, reference.device, reference.precision
+        self.timed = None
+        torch._dynamo.reset()
+        self.model = torch.compile(reference.model, backend="inductor", mode="default")
+        started = time.perf_counter()
+        inputs = harness.make_inputs(self.task, seed, self.device, self.precision)
+        harness.forward(self.model, inputs, 0)
+        harness.synchronize(self.device)
+        self.compile_s = time.perf_counter() - started
+
+
 def run(channel):
     reference = None
     for req in channel.requests():
@@ -226,6 +245,11 @@ def run(channel):
                 channel.reply({"ok": True, **reference.check(req)})
             elif cmd == "perturb":
                 channel.reply({"ok": True, "shapes": harness.perturb(reference.model, req["seed"])})
+            elif cmd in ("time_setup", "time") and req.get("arm") == "compile":
+                if cmd == "time_setup":
+                    reference.compiled = Compiled(reference, req["seed"])
+                reply = timing.handle(reference.compiled, req, keep=False)
+                channel.reply({"ok": True, **reply, "compile_s": reference.compiled.compile_s})
             elif cmd in ("time_setup", "time"):
                 channel.reply({"ok": True, **timing.handle(reference, req, keep=False)})
             elif cmd == "exit":
