@@ -201,6 +201,9 @@ pub struct Timing {
     pub audit: Option<Audit>,
     #[serde(default)]
     pub server: Option<Server>,
+    /// Calls per sample when calls are under 10 µs (each sample is a burst, divided by this).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u32>,
     /// `--baseline eager,compile`: the candidate against torch.compile of the reference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compile: Option<CompileBaseline>,

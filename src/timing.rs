@@ -60,6 +60,10 @@ const AUDIT_SHARE: f64 = 0.02;
 /// The blocker grows (doubling) to this multiple of its first length to cover host submission;
 /// a call still outlasting it waits for the GPU itself (a host synchronization inside).
 const BLOCKER_GROWTH: f64 = 8.0;
+/// Bursts: calls under 10 µs are timed in bursts of up to 32 calls filling 20 µs.
+const BURST_BELOW_MS: f64 = 0.010;
+const BURST_MS: f64 = 0.020;
+const BURST_MAX: u32 = 32;
 /// Audit samples per arm taken when the audit flags the candidate.
 const AUDIT_SAMPLES: u32 = 20;
 /// Wall time per sample not explained by the reported times may exceed the reference's by at
@@ -109,6 +113,8 @@ struct Block {
     audit_ms: Vec<f64>,
     audit_excess_ms: Vec<f64>,
     unexplained_ms: f64,
+    /// Calls per sample the worker timed (fewer than asked when memory held fewer input sets).
+    burst: u32,
 }
 
 impl Session<'_> {
@@ -137,9 +143,15 @@ impl Session<'_> {
         n: u32,
         blocker_cycles: u64,
         audits: u32,
+        burst: u32,
     ) -> Result<Block, Failed> {
-        let mut request =
-            json!({"cmd": "time", "n": n, "blocker_cycles": blocker_cycles, "audits": audits});
+        let mut request = json!({
+            "cmd": "time",
+            "n": n,
+            "blocker_cycles": blocker_cycles,
+            "audits": audits,
+            "burst": burst,
+        });
         if arm == COMPILED {
             request["arm"] = json!("compile");
         }
@@ -147,6 +159,9 @@ impl Session<'_> {
         let reply = self.ask(arm, request, self.config.timeouts.call)?;
         let wall_ms = started.elapsed().as_secs_f64() * 1e3;
         let samples = samples_of(&reply)?;
+        let burst_used = reply["burst"]
+            .as_u64()
+            .map_or(1, |b| b.clamp(1, u64::from(burst)) as u32);
         let mean = if samples.is_empty() {
             0.0
         } else {
@@ -154,7 +169,8 @@ impl Session<'_> {
         };
         Ok(Block {
             checks: serde_json::from_value(reply["checks"].clone()).unwrap_or_default(),
-            unexplained_ms: wall_ms / f64::from(n.max(1)) - mean,
+            burst: burst_used,
+            unexplained_ms: wall_ms / f64::from(n.max(1)) - mean * f64::from(burst_used),
             overflows: reply["overflows"].as_u64().unwrap_or(0) as u32,
             audit_ms: times_of(&reply, "audit_ms")?,
             audit_excess_ms: excess_of(&reply)?,
@@ -205,7 +221,18 @@ impl Session<'_> {
             .iter()
             .filter_map(|w| w["submit_ms"].as_f64())
             .fold(0.0, f64::max);
-        let first_blocker_us = (2e3 * submit_ms).clamp(BLOCKER_MIN_US, BLOCKER_MAX_US);
+        let shortest_ms = warm
+            .iter()
+            .filter_map(|w| w["median_ms"].as_f64())
+            .fold(f64::INFINITY, f64::min);
+        let burst = if cfg.device == Device::Cuda {
+            burst_size(shortest_ms)
+        } else {
+            1
+        };
+        // The blocker covers the submission of every call of a sample.
+        let first_blocker_us =
+            (2e3 * submit_ms * f64::from(burst)).clamp(BLOCKER_MIN_US, BLOCKER_MAX_US);
         let mut blocker_us = first_blocker_us;
         let mut host_syncs = false;
         // Read once: the slowdown rule compares every block's clock with it.
@@ -216,7 +243,7 @@ impl Session<'_> {
             .filter_map(|w| w["median_ms"].as_f64())
             .fold(0.0, f64::max);
         let per_block = if median_ms > 0.0 {
-            (BLOCK_MS / median_ms).ceil() as u32
+            (BLOCK_MS / (median_ms * f64::from(burst))).ceil() as u32
         } else {
             BLOCK
         };
@@ -224,6 +251,7 @@ impl Session<'_> {
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed_base);
 
         let mut arms: Vec<Taken> = (0..arm_count).map(|_| Taken::default()).collect();
+        let mut used_burst = burst;
         let mut telemetry = Vec::new();
         let (mut kept, mut attempts, mut overflows, mut timed_checks) = (0u32, 0u32, 0u32, 0u32);
         let started = Instant::now();
@@ -242,7 +270,7 @@ impl Session<'_> {
                     && position < arm_count
                     && arm != COMPILED;
                 let audits = if audit { AUDIT_CALLS } else { 0 };
-                blocks[arm].push(self.block(arm, block_n, cycles, audits)?);
+                blocks[arm].push(self.block(arm, block_n, cycles, audits, burst)?);
                 if let Some(t) = self.read_gpu() {
                     slowdown |= t.tag(max_sm) == RoundTag::Slowdown;
                     clocks[arm].push(f64::from(t.sm_mhz));
@@ -281,6 +309,7 @@ impl Session<'_> {
             }
             for (arm, taken) in arms.iter_mut().enumerate() {
                 for mut block in std::mem::take(&mut blocks[arm]) {
+                    used_burst = used_burst.min(block.burst);
                     for check in block.checks.drain(..) {
                         merge_check(checks, check);
                     }
@@ -355,6 +384,13 @@ impl Session<'_> {
                     .into(),
             );
         }
+        if used_burst > 1 {
+            timing.burst = Some(used_burst);
+            timing.warnings.push(format!(
+                "calls under {:.0} µs: each sample is a burst of {used_burst} calls on distinct input sets under one pair of events, divided by {used_burst}",
+                BURST_BELOW_MS * 1e3
+            ));
+        }
         timing.rounds_discarded = attempts - kept;
         timing.telemetry = telemetry;
         timing.stopped = stopped.into();
@@ -390,7 +426,7 @@ impl Session<'_> {
         for round in 0..rounds {
             let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
             for arm in order {
-                let block = self.block(arm, 0, blocker_cycles, 1)?;
+                let block = self.block(arm, 0, blocker_cycles, 1, 1)?;
                 for ms in block.audit_ms {
                     taken[arm].samples.push(ms);
                     taken[arm].rounds.push(round);
@@ -606,6 +642,16 @@ fn stop_reason(
         Some("budget")
     } else {
         None
+    }
+}
+
+/// Calls per sample: 1, or for calls under `BURST_BELOW_MS` enough to fill `BURST_MS`, at
+/// most `BURST_MAX` (timing.md step 8: event resolution is ~0.5 µs).
+fn burst_size(median_ms: f64) -> u32 {
+    if median_ms.is_finite() && median_ms > 0.0 && median_ms < BURST_BELOW_MS {
+        ((BURST_MS / median_ms).ceil() as u32).clamp(1, BURST_MAX)
+    } else {
+        1
     }
 }
 
@@ -872,6 +918,7 @@ pub fn summarize(method: String, reference: Arm, candidate: Arm, seed: u64, delt
         cycle_speedup: None,
         audit: None,
         server: None,
+        burst: None,
         compile: None,
         sol_ms: None,
         percent_sol: None,
@@ -944,6 +991,17 @@ mod tests {
             audit_check(&taken(&[1.0], &[], &[]), &escaped).outcome,
             Outcome::Skip
         );
+    }
+
+    #[test]
+    fn calls_under_ten_microseconds_are_timed_in_bursts() {
+        assert_eq!(burst_size(0.056), 1);
+        assert_eq!(burst_size(0.010), 1);
+        assert_eq!(burst_size(0.008), 3);
+        assert_eq!(burst_size(0.002), 10);
+        assert_eq!(burst_size(0.0001), BURST_MAX);
+        assert_eq!(burst_size(0.0), 1);
+        assert_eq!(burst_size(f64::INFINITY), 1);
     }
 
     #[test]

@@ -98,6 +98,26 @@ def test_the_compiled_baseline_times_torch_compile_of_the_same_module():
     assert len(reply["samples_ms"]) == 3
 
 
+def test_a_burst_times_calls_on_distinct_fresh_sets_under_one_sample():
+    model, t = timed()
+    reply = t.samples(3, blocker_cycles=0, audits=0, burst=6)
+    assert reply["burst"] == 6 and len(reply["samples_ms"]) == 3
+    assert len(t.sets) >= 6
+    # 18 calls, every one on its own fresh contents: those kbench derives for its index.
+    assert len(model.seen) == 18
+    for i, (_, _, x, labels) in enumerate(model.seen):
+        sample, position = divmod(i, 6)
+        # The sample's first call (seeded by the flush step) runs first; its other calls were
+        # refreshed before it and take the indices below its own.
+        k = 6 * sample + (5 if position == 0 else position - 1)
+        expected = harness.make_inputs(Task, timing.derive_seed(11, k), "cpu", "fp32")
+        assert torch.equal(x, expected[0]) and torch.equal(labels, expected[1])
+    # The kept output is a first call's, under its own index.
+    index, out = t.take_kept()
+    assert index % 6 == 5
+    assert torch.equal(out, harness.make_inputs(Task, timing.derive_seed(11, index), "cpu", "fp32")[0] * 2)
+
+
 def test_the_kept_output_belongs_to_its_sample():
     model, t = timed()
     reply = t.samples(5, blocker_cycles=0, audits=0)
