@@ -201,20 +201,22 @@ impl Session<'_> {
         let cfg = self.config;
         let setup = json!({"cmd": "time_setup", "seed": self.seed_base, "mode": "offline"});
         let deadline = cfg.timeouts.call + WARMUP_ALLOWANCE;
+        // Arm B compiles in its set-up (its first call), under the compile deadline, before the
+        // other arms warm up; a task torch.compile cannot handle is timed without it, and says so.
+        let compiled = cfg.compile_baseline.then(|| {
+            let mut request = setup.clone();
+            request["arm"] = json!("compile");
+            self.ask(COMPILED, request, cfg.timeouts.compile + deadline)
+        });
         let mut warm = vec![
             self.ask(EAGER, setup.clone(), deadline)?,
-            self.ask(CANDIDATE, setup.clone(), deadline)?,
+            self.ask(CANDIDATE, setup, deadline)?,
         ];
-        // Arm B compiles in its set-up (its first call), under the compile deadline; a task
-        // torch.compile cannot handle is timed without it, and says so.
         let mut compile_failed = None;
-        if cfg.compile_baseline {
-            let mut compiled = setup;
-            compiled["arm"] = json!("compile");
-            match self.ask(COMPILED, compiled, cfg.timeouts.compile + deadline) {
-                Ok(reply) => warm.push(reply),
-                Err((_, why)) => compile_failed = Some(why),
-            }
+        match compiled {
+            Some(Ok(reply)) => warm.push(reply),
+            Some(Err((_, why))) => compile_failed = Some(why),
+            None => {}
         }
         let arm_count = warm.len();
         let submit_ms = warm
