@@ -263,6 +263,12 @@ pub struct Latency {
     pub mean_ms: f64,
     pub device_p50_ms: f64,
     pub device_ms: Vec<f64>,
+    /// The SM clock (NVML) read just before each request: an idle GPU clocks down between
+    /// requests. Empty where the worker could not read NVML.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_mhz_p50: Option<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sm_mhz: Vec<f64>,
 }
 
 /// Audit samples (timing.md step 9): what events cannot see, such as work on another stream.

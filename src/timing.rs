@@ -481,18 +481,24 @@ impl Session<'_> {
 }
 
 /// `--mode server`: requests per second, unless a call would keep the GPU busy more than this
-/// share of the time; requests per arm wanted (within --budget); requests per worker request.
+/// share of the time; requests per arm wanted, and the least time (p99s need ~1,000 requests);
+/// the longest time unless --budget is longer; requests per worker request; request clocks
+/// below this share of the maximum are reported as down-clocked.
 const SERVER_QPS: f64 = 100.0;
 const SERVER_BUSY: f64 = 0.05;
 const SERVER_REQUESTS: u32 = 1_000;
+const SERVER_MIN: Duration = Duration::from_secs(20);
+const SERVER_CAP: Duration = Duration::from_secs(60);
 const SERVER_BLOCK: usize = 5;
+const SERVER_CLOCK_SHARE: f64 = 0.9;
 
 impl Session<'_> {
     /// The server scenario (timing.md): each arm gets blocks of requests, each after an
     /// exponential idle gap from a seeded generator shared by both arms, in a seeded random
-    /// order per round, until each has `SERVER_REQUESTS` (or `--max-samples`) or the budget
-    /// ends. The speedup is the ratio of median request latencies with the paired bootstrap
-    /// over rounds; the record adds p50/p90/p99 per arm and the p99 ratio.
+    /// order per round, until each has `SERVER_REQUESTS` and `SERVER_MIN` has passed (or it
+    /// has `--max-samples`), at most `SERVER_CAP` or `--budget` when longer. The speedup is the
+    /// ratio of median request latencies with the paired bootstrap over rounds; the record adds
+    /// p50/p90/p99 per arm, the SM clock read before each request, and the p99 ratio.
     fn server(&mut self) -> Result<Timing, Failed> {
         let cfg = self.config;
         let setup = json!({"cmd": "time_setup", "seed": self.seed_base, "mode": "server"});
@@ -507,13 +513,21 @@ impl Session<'_> {
             .fold(0.0, f64::max);
         let mean_gap_ms = (1e3 / SERVER_QPS).max(median_ms / SERVER_BUSY);
         let wanted = cfg.max_samples.min(SERVER_REQUESTS) as usize;
+        // The least time applies to the full request count, not to a run cut by --max-samples.
+        let least = if wanted >= SERVER_REQUESTS as usize {
+            SERVER_MIN
+        } else {
+            Duration::ZERO
+        };
+        let cap = cfg.budget.max(SERVER_CAP);
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed_base);
         let mut arms = [Taken::default(), Taken::default()];
         let mut device: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+        let mut clocks: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
         let started = Instant::now();
         let mut round = 0u32;
-        while arms.iter().any(|a| a.samples.len() < wanted)
-            && (round < 2 || started.elapsed() < cfg.budget)
+        while (arms.iter().any(|a| a.samples.len() < wanted) || started.elapsed() < least)
+            && (round < 2 || started.elapsed() < cap)
         {
             let order = if rng.gen_bool(0.5) { [0, 1] } else { [1, 0] };
             for arm in order {
@@ -528,6 +542,14 @@ impl Session<'_> {
                 )?;
                 let latency = times_of(&reply, "latency_ms")?;
                 device[arm].extend(samples_of(&reply)?);
+                // null where NVML could not be read from the worker.
+                clocks[arm].extend(
+                    reply["sm_mhz"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_f64),
+                );
                 arms[arm]
                     .rounds
                     .extend(std::iter::repeat_n(round, latency.len()));
@@ -548,11 +570,21 @@ impl Session<'_> {
             "budget"
         }
         .into();
+        if let Some(max) = self.max_sm_mhz() {
+            for (arm, name) in [(0, "reference"), (1, "candidate")] {
+                let mhz = median_or_zero(&clocks[arm]);
+                if mhz > 0.0 && mhz < SERVER_CLOCK_SHARE * f64::from(max) {
+                    timing.warnings.push(format!(
+                        "{name} requests started on a down-clocked GPU: median SM clock {mhz:.0} of {max} MHz"
+                    ));
+                }
+            }
+        }
         let [a, c] = &arms;
         timing.server = Some(Server {
             mean_gap_ms,
-            reference: latency(&a.samples, &device[0]),
-            candidate: latency(&c.samples, &device[1]),
+            reference: latency(&a.samples, &device[0], &clocks[0]),
+            candidate: latency(&c.samples, &device[1], &clocks[1]),
             p99_speedup: stats::quantile_speedup(
                 &a.samples,
                 &c.samples,
@@ -566,7 +598,7 @@ impl Session<'_> {
     }
 }
 
-fn latency(requests: &[f64], device: &[f64]) -> Latency {
+fn latency(requests: &[f64], device: &[f64], sm_mhz: &[f64]) -> Latency {
     let s = stats::Samples::new(requests.to_vec()).ok();
     let q = |p: f64| s.as_ref().map_or(0.0, |s| s.quantile_ms(p));
     Latency {
@@ -577,6 +609,8 @@ fn latency(requests: &[f64], device: &[f64]) -> Latency {
         mean_ms: s.as_ref().map_or(0.0, stats::Samples::mean_ms),
         device_p50_ms: median_or_zero(device),
         device_ms: device.to_vec(),
+        sm_mhz_p50: (!sm_mhz.is_empty()).then(|| stats::median(sm_mhz)),
+        sm_mhz: sm_mhz.to_vec(),
     }
 }
 

@@ -147,6 +147,28 @@ def test_handle_dispatches_both_modes():
     assert len(timing.handle(worker, {"cmd": "time", "n": 4}, keep=False)["samples_ms"]) == 4
 
 
+def test_the_server_clock_is_read_from_nvml_by_the_gpus_uuid(monkeypatch):
+    import sys
+
+    from kbench_worker import runtime
+
+    asked = []
+    fake = types.SimpleNamespace(
+        NVML_CLOCK_SM=0,
+        nvmlInit=lambda: None,
+        nvmlDeviceGetHandleByUUID=lambda uuid: asked.append(uuid) or "handle",
+        nvmlDeviceGetClockInfo=lambda handle, clock: 1755 if handle == "handle" else 0,
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(uuid="1234-abcd"))
+    read = runtime.sm_clock("cuda:0")
+    assert read() == 1755 and asked == ["GPU-1234-abcd"]
+    assert runtime.sm_clock("cpu") is None
+    # No NVML: no reader, and no invented clock.
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    assert runtime.sm_clock("cuda:0") is None
+
+
 def test_server_requests_wait_their_gaps_and_report_latency():
     worker = types.SimpleNamespace(model=Recorder(), task=Task, device="cpu", precision="fp32", timed=None)
     warm = timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "server"}, keep=False)
@@ -155,6 +177,8 @@ def test_server_requests_wait_their_gaps_and_report_latency():
     reply = timing.handle(worker, {"cmd": "time", "gaps_ms": [20.0, 0.0, 30.0]}, keep=False)
     assert time.perf_counter() - began >= 0.05
     assert len(reply["samples_ms"]) == len(reply["latency_ms"]) == 3
+    # No NVML on the CPU: each request's clock reading is absent, not invented.
+    assert reply["sm_mhz"] == [None, None, None]
     # Requests rotate over the input sets, without fresh contents (no write before a request).
     ids = [i for i, _, _, _ in worker.model.seen]
     assert len(set(ids)) == timing.INPUT_SETS

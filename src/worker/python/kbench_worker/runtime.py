@@ -36,6 +36,24 @@ _PRECISION_SWITCHES = (
 )
 
 
+def sm_clock(device):
+    """A reader of the device's current SM clock in MHz through NVML (nvidia-ml-py), read only;
+    None on the CPU or where NVML cannot be reached. The device is found by its UUID, so the
+    reading is this GPU's whatever CUDA_VISIBLE_DEVICES maps."""
+    if not device.startswith("cuda"):
+        return None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        uuid = str(torch.cuda.get_device_properties(torch.device(device)).uuid)
+        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+        pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
+    except Exception:  # noqa: BLE001 - no nvidia-ml-py, no driver library, an unknown UUID
+        return None
+    return lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
+
+
 def warm_thread_pools(device):
     """Start torch's intra-op CPU pool (and the device's libraries) before the baseline thread
     count: torch's first parallel CPU op starts a thread per core, which is not the

@@ -34,7 +34,7 @@ import time
 
 import torch
 
-from . import harness
+from . import harness, runtime
 
 MASK53 = (1 << 53) - 1
 # Input sets per arm, memory permitting (timing.md step 5).
@@ -286,6 +286,7 @@ class ServerModel:
         self.cuda = device.startswith("cuda")
         self.sets = [harness.make_inputs(task, derive_seed(seed_base, k), device, precision) for k in range(INPUT_SETS)]
         self.taken = 0
+        self.clock = runtime.sm_clock(device)
         if self.cuda:
             self.start = torch.cuda.Event(enable_timing=True)
             self.stop = torch.cuda.Event(enable_timing=True)
@@ -307,13 +308,16 @@ class ServerModel:
         return (self.start.elapsed_time(self.stop) if self.cuda else latency), latency
 
     def requests(self, gaps_ms):
-        device, latency = [], []
+        """Each request after its idle gap, with the SM clock read just before it (None without
+        NVML), since an idle GPU clocks down between requests."""
+        device, latency, clocks = [], [], []
         for gap in gaps_ms:
             time.sleep(gap / 1e3)
+            clocks.append(self.clock() if self.clock else None)
             d, lat = self.request()
             device.append(d)
             latency.append(lat)
-        return {"samples_ms": device, "latency_ms": latency}
+        return {"samples_ms": device, "latency_ms": latency, "sm_mhz": clocks}
 
 
 def handle(worker, req, keep):
