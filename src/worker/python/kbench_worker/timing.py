@@ -13,7 +13,8 @@ stream, so the harness never switches streams):
    directly: if the start event has already completed by the time the host has queued the stop
    event, the stream went idle during submission and the sample is counted as an overflow
    (kbench then lengthens the blocker and takes the round again);
-4. start event, the call, stop event; the time between them.
+4. start event, the call, stop event; the time between them (for calls under 10 µs, a burst:
+   several calls on distinct input sets, all refreshed before the flush, divided by their number).
 
 kbench (Rust) drives the schedule: interleaved blocks of samples across the reference and the
 candidate worker, adaptive stopping, NVML telemetry, the audit and envelope checks. The
