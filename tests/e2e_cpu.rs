@@ -266,7 +266,7 @@ fn the_bundled_cpu_example_passes_the_gate() {
     let run = eval(
         &example,
         &compiled,
-        &["--baseline", "eager,compile", "--only", "1/19"],
+        &["--baseline", "eager,compile", "--only", "2/76"],
     );
     assert_eq!(
         run.status.code(),
@@ -287,4 +287,15 @@ fn the_bundled_cpu_example_passes_the_gate() {
         b["reference"]["samples_ms"].as_array().unwrap().len(),
         t["reference"]["samples_ms"].as_array().unwrap().len()
     );
+    // The suite aggregates against torch.compile, beside the eager ones.
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(compiled.join("summary.json")).unwrap()).unwrap();
+    let all = summary["levels"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(all["versus_compile"]["timed"], 1, "{all}");
+    assert!(String::from_utf8_lossy(&run.stdout).contains("vs torch.compile (1 task(s)"));
 }

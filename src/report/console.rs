@@ -127,6 +127,22 @@ fn summary_notes(total: &Summary) -> String {
             n => format!(" ({n} task(s) had several submissions)"),
         }
     );
+    if let Some(v) = &total.versus_compile {
+        let fast: Vec<String> = v
+            .fast_p
+            .iter()
+            .map(|f| format!("fast_{} {:.2} ({:.2})", f.p, f.point, f.significant))
+            .collect();
+        text.push_str(&format!(
+            "vs torch.compile ({} task(s) timed against it): geomean {}; {}.\n",
+            v.timed,
+            v.geomean_speedup.map_or("-".into(), |g| format!(
+                "{:.3} [{:.3}, {:.3}]",
+                g.ratio, g.ci_low, g.ci_high
+            )),
+            fast.join(", ")
+        ));
+    }
     if total.degenerate_tasks > 0 {
         text.push_str(&format!(
             "excluded: {} task(s) with degenerate-task flags (constant output, identity, ...) \

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::record::{Evaluation, RunRecord, Timing};
+use crate::record::{Arm, CompileBaseline, Evaluation, RunRecord, Timing};
 use crate::stats::{self, Decision, FastP, Speedup, TaskDraws};
 use crate::task::TaskId;
 use crate::verdict::Verdict;
@@ -54,6 +54,19 @@ pub struct Summary {
     /// result above p, by point estimate and by interval ("significant").
     pub fast_p: Vec<FastP>,
     pub significance: Significance,
+    /// With `--baseline eager,compile`: the same aggregates against torch.compile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub versus_compile: Option<VersusCompile>,
+}
+
+/// The speedup aggregates against torch.compile (arm B), over the same counted tasks and their
+/// same best results: a task whose best result has no compile baseline counts as not faster.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct VersusCompile {
+    /// Counted tasks whose best result was timed against torch.compile.
+    pub timed: usize,
+    pub geomean_speedup: Option<Speedup>,
+    pub fast_p: Vec<FastP>,
 }
 
 /// The suite gate's counts (10.4 item 17): a task is significantly FASTER when its label says
@@ -122,8 +135,10 @@ struct TaskResult<'a> {
     degenerate: bool,
     /// The best passing timing, if any.
     best: Option<&'a Timing>,
-    /// Its paired bootstrap replicates (empty when its samples do not pair into rounds).
+    /// Its paired bootstrap replicates (empty when its samples do not pair into rounds), and
+    /// those of its speedup over torch.compile.
     replicates: Vec<f64>,
+    compile_replicates: Vec<f64>,
 }
 
 impl<'a> TaskResult<'a> {
@@ -132,20 +147,17 @@ impl<'a> TaskResult<'a> {
             .iter()
             .filter_map(|e| passing(e))
             .max_by(|a, b| a.speedup.total_cmp(&b.speedup));
+        let seed = SEED ^ (u64::from(task.level) << 32 | u64::from(task.number));
         let replicates = best
+            .map(|t| paired_replicates(&t.reference, &t.candidate, seed))
+            .unwrap_or_default();
+        let compile_replicates = best
             .and_then(|t| {
-                stats::Rounds::from_tagged(
-                    &t.reference.samples_ms,
-                    &t.reference.rounds,
-                    &t.candidate.samples_ms,
-                    &t.candidate.rounds,
-                )
-                .ok()
-            })
-            .map(|rounds| {
-                let seed = SEED ^ (u64::from(task.level) << 32 | u64::from(task.number));
-                stats::paired_speedup(&rounds, TASK_RESAMPLES, stats::DEFAULT_LEVEL, seed)
-                    .replicates
+                Some(paired_replicates(
+                    &t.compile.as_ref()?.reference,
+                    &t.candidate,
+                    !seed,
+                ))
             })
             .unwrap_or_default();
         TaskResult {
@@ -154,8 +166,68 @@ impl<'a> TaskResult<'a> {
             degenerate: evals.iter().any(|e| !e.task_flags.is_empty()),
             best,
             replicates,
+            compile_replicates,
         }
     }
+}
+
+/// The paired bootstrap replicates of one speedup (empty when the samples do not pair into
+/// rounds).
+fn paired_replicates(reference: &Arm, candidate: &Arm, seed: u64) -> Vec<f64> {
+    stats::Rounds::from_tagged(
+        &reference.samples_ms,
+        &reference.rounds,
+        &candidate.samples_ms,
+        &candidate.rounds,
+    )
+    .map(|rounds| {
+        stats::paired_speedup(&rounds, TASK_RESAMPLES, stats::DEFAULT_LEVEL, seed).replicates
+    })
+    .unwrap_or_default()
+}
+
+/// Geometric mean (two-level bootstrap) of the tasks' speedups.
+fn geomean(draws: &[TaskDraws<'_>]) -> Option<Speedup> {
+    stats::geometric_mean_ci(draws, stats::DEFAULT_RESAMPLES, stats::DEFAULT_LEVEL, SEED).ok()
+}
+
+fn fast_p(speedups: &[Option<Speedup>]) -> Vec<FastP> {
+    FAST_P
+        .iter()
+        .filter_map(|&p| stats::fast_p(speedups, p))
+        .collect()
+}
+
+/// The task's best result's speedup over torch.compile, if it was timed against it.
+fn compile<'a>(r: &TaskResult<'a>) -> Option<&'a CompileBaseline> {
+    r.best.and_then(|t| t.compile.as_ref())
+}
+
+fn versus_compile(counted: &[&TaskResult<'_>]) -> Option<VersusCompile> {
+    let speedups: Vec<Option<Speedup>> = counted
+        .iter()
+        .map(|r| {
+            compile(r).map(|b| Speedup {
+                ratio: b.speedup,
+                ci_low: b.speedup_ci_low,
+                ci_high: b.speedup_ci_high,
+            })
+        })
+        .collect();
+    let draws: Vec<TaskDraws<'_>> = counted
+        .iter()
+        .filter_map(|r| {
+            Some(TaskDraws {
+                ratio: compile(r)?.speedup,
+                replicates: &r.compile_replicates,
+            })
+        })
+        .collect();
+    (!draws.is_empty()).then(|| VersusCompile {
+        timed: draws.len(),
+        geomean_speedup: geomean(&draws),
+        fast_p: fast_p(&speedups),
+    })
 }
 
 fn significance(counted: &[&TaskResult<'_>]) -> Significance {
@@ -204,18 +276,10 @@ fn summarize(level: Option<u32>, evals: &[&Evaluation], results: &[&TaskResult<'
             .filter(|e| e.timing.as_ref().is_some_and(|t| t.invalid))
             .count(),
         counted_tasks: counted.len(),
-        geomean_speedup: stats::geometric_mean_ci(
-            &draws,
-            stats::DEFAULT_RESAMPLES,
-            stats::DEFAULT_LEVEL,
-            SEED,
-        )
-        .ok(),
-        fast_p: FAST_P
-            .iter()
-            .filter_map(|&p| stats::fast_p(&speedups, p))
-            .collect(),
+        geomean_speedup: geomean(&draws),
+        fast_p: fast_p(&speedups),
         significance: significance(&counted),
+        versus_compile: versus_compile(&counted),
     }
 }
 
@@ -306,6 +370,34 @@ mod tests {
         let g = all.geomean_speedup.unwrap();
         assert!((g.ratio - (2.0f64 * 1.6).sqrt()).abs() < 1e-12, "{g:?}");
         assert!(g.ci_low <= g.ratio && g.ratio <= g.ci_high, "{g:?}");
+    }
+
+    #[test]
+    fn the_compile_baseline_gets_its_own_aggregates_over_the_same_tasks() {
+        let mut record = sample_record();
+        assert!(total(&record).versus_compile.is_none());
+        let honest = crate::report::tests::honest_timing(&mut record);
+        honest.compile = Some(crate::record::CompileBaseline {
+            reference: honest.reference.clone(),
+            compile_s: 12.0,
+            speedup: 1.2,
+            speedup_ci_low: 1.1,
+            speedup_ci_high: 1.3,
+            label: Decision::Faster,
+            compile_gain: 1.6,
+        });
+        let all = total(&record);
+        let v = all
+            .versus_compile
+            .expect("one task was timed against torch.compile");
+        assert_eq!(v.timed, 1);
+        assert!((v.geomean_speedup.unwrap().ratio - 1.2).abs() < 1e-12);
+        // Over the same four counted tasks: only L1/19 beats torch.compile, at 1.2x.
+        let fast_1 = v.fast_p.iter().find(|f| f.p == 1.0).unwrap();
+        assert_eq!((fast_1.point, fast_1.significant), (0.25, 0.25));
+        assert_eq!(v.fast_p.iter().find(|f| f.p == 1.5).unwrap().point, 0.0);
+        // The eager aggregates are untouched.
+        assert_eq!(all.geomean_speedup, total(&sample_record()).geomean_speedup);
     }
 
     #[test]
