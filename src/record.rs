@@ -144,11 +144,14 @@ pub fn merge_check(checks: &mut Vec<Check>, check: Check) {
 }
 
 /// Raw timing samples (ms) of one arm, in the order they were taken, with the round of each.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Arm {
     pub samples_ms: Vec<f64>,
     pub rounds: Vec<u32>,
     pub median_ms: f64,
+    /// Tukey's outlier counts over the samples (labels only: no sample is dropped).
+    #[serde(default)]
+    pub outliers: crate::stats::OutlierCounts,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -454,6 +454,7 @@ impl Session<'_> {
             median_ms: stats::median(&samples_ms),
             rounds: vec![0; samples_ms.len()],
             samples_ms,
+            ..Arm::default()
         };
         let mut timing = summarize(method(cfg), arm(refs), arm(cand), self.seed_base, cfg.delta);
         timing.stopped = "max_samples".into();
@@ -629,6 +630,7 @@ fn arm_of(taken: &Taken) -> Arm {
         median_ms: stats::median(&taken.samples),
         samples_ms: taken.samples.clone(),
         rounds: taken.rounds.clone(),
+        ..Arm::default()
     }
 }
 
@@ -879,7 +881,13 @@ fn half_width(timing: &Timing) -> f64 {
 /// interval, Hodges-Lehmann and Mann-Whitney as cross-checks, the decision label. Samples the
 /// checked types reject (e.g. a 0 ms event time) fall back to an unpaired bootstrap with no
 /// cross-checks and an INCONCLUSIVE label.
-pub fn summarize(method: String, reference: Arm, candidate: Arm, seed: u64, delta: f64) -> Timing {
+pub fn summarize(
+    method: String,
+    mut reference: Arm,
+    mut candidate: Arm,
+    seed: u64,
+    delta: f64,
+) -> Timing {
     let paired = stats::Rounds::from_tagged(
         &reference.samples_ms,
         &reference.rounds,
@@ -905,6 +913,8 @@ pub fn summarize(method: String, reference: Arm, candidate: Arm, seed: u64, delt
     let mut warnings = Vec::new();
     let (hodges_lehmann, p_faster) = match &arms {
         Ok((r, c)) => {
+            reference.outliers = stats::OutlierCounts::from_labels(&stats::tukey_labels(r));
+            candidate.outliers = stats::OutlierCounts::from_labels(&stats::tukey_labels(c));
             for (name, arm) in [("reference", r), ("candidate", c)] {
                 let text = |w| {
                     serde_json::to_value(w)
@@ -1068,6 +1078,7 @@ mod tests {
             samples_ms: vec![ms; 4],
             rounds: vec![0, 0, 1, 1],
             median_ms: ms,
+            ..Arm::default()
         };
         let mut t = summarize("test".into(), arm(2.0), arm(1.0), 1, 0.03);
         clock_parity(&mut t, &[1980.0, 1980.0], &[1975.0]);
@@ -1084,7 +1095,19 @@ mod tests {
             median_ms: stats::median(&samples_ms),
             samples_ms,
             rounds,
+            ..Arm::default()
         }
+    }
+
+    #[test]
+    fn each_arm_carries_its_tukey_outlier_counts() {
+        let reference: Vec<f64> = (0..40).map(|i| 2.0 + f64::from(i % 5) * 0.002).collect();
+        let mut candidate: Vec<f64> = (0..40).map(|i| 1.0 + f64::from(i % 3) * 0.001).collect();
+        candidate[7] = 3.0; // a stall: labelled, never dropped
+        let t = summarize("test".into(), arm(reference), arm(candidate), 1, 0.03);
+        assert_eq!(t.reference.outliers.severe(), 0);
+        assert_eq!(t.candidate.outliers.high_severe, 1);
+        assert_eq!(t.candidate.samples_ms.len(), 40);
     }
 
     #[test]

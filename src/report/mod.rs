@@ -54,6 +54,7 @@ pub(crate) mod tests {
             samples_ms: vec![ms, ms * 1.01, ms * 0.99],
             rounds: vec![0, 0, 1],
             median_ms: ms,
+            ..Arm::default()
         };
         Evaluation {
             task: TaskId {
