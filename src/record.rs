@@ -281,8 +281,10 @@ pub struct Audit {
     pub reference_ms: Vec<f64>,
     pub candidate_ms: Vec<f64>,
     /// Each call's wall time beyond the device's interval for it: the synchronize's latency
-    /// for an honest call, plus any work left on another stream.
+    /// for an honest call, plus any work left on another stream (empty in older records).
+    #[serde(default)]
     pub reference_excess_ms: Vec<f64>,
+    #[serde(default)]
     pub candidate_excess_ms: Vec<f64>,
     /// The candidate's excess was more than allowed: the speedup above is then computed from
     /// audit wall times (method "audit_wall_clock").
