@@ -139,9 +139,13 @@ impl Samples {
 
 /// Median of a non-empty slice (NaN-free).
 pub fn median(values: &[f64]) -> f64 {
+    median_sorted(&sorted_copy(values))
+}
+
+fn sorted_copy(values: &[f64]) -> Vec<f64> {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
-    median_sorted(&v)
+    v
 }
 
 fn median_sorted(sorted: &[f64]) -> f64 {
@@ -240,12 +244,7 @@ pub fn speedup(
 ) -> Speedup {
     check_resamples(resamples);
     check_level(level);
-    let sorted = |arm: &[f64]| {
-        let mut v = arm.to_vec();
-        v.sort_by(f64::total_cmp);
-        v
-    };
-    let (reference, candidate) = (sorted(reference), sorted(candidate));
+    let (reference, candidate) = (sorted_copy(reference), sorted_copy(candidate));
     let ratio = median_sorted(&reference) / median_sorted(&candidate);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let (mut ref_draws, mut cand_draws) =
@@ -281,11 +280,7 @@ pub fn quantile_speedup(
     check_resamples(resamples);
     check_level(level);
     assert!((0.0..=1.0).contains(&q), "quantile {q} outside [0, 1]");
-    let quantile = |arm: &[f64]| {
-        let mut v = arm.to_vec();
-        v.sort_by(f64::total_cmp);
-        quantile_sorted(&v, q)
-    };
+    let quantile = |arm: &[f64]| quantile_sorted(&sorted_copy(arm), q);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut resample = |arm: &[f64]| {
         let draw: Vec<f64> = (0..arm.len())

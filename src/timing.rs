@@ -240,6 +240,7 @@ impl Session<'_> {
         // Read once: the slowdown rule compares every block's clock with it.
         let max_sm = self.max_sm_mhz();
         let max_mhz = max_sm.unwrap_or(FALLBACK_MAX_MHZ);
+        let cycles_of = |us: f64| (us * f64::from(max_mhz)) as u64;
         let median_ms = warm
             .iter()
             .filter_map(|w| w["median_ms"].as_f64())
@@ -260,7 +261,7 @@ impl Session<'_> {
         let stopped = loop {
             attempts += 1;
             let round = kept;
-            let cycles = (blocker_us * f64::from(max_mhz)) as u64;
+            let cycles = cycles_of(blocker_us);
             let mut blocks: Vec<Vec<Block>> = (0..arm_count).map(|_| Vec::new()).collect();
             let mut slowdown = false;
             let mut reading = None;
@@ -357,8 +358,7 @@ impl Session<'_> {
             flagged,
         });
         let (reference, candidate, method) = if flagged {
-            let cycles = (blocker_us * f64::from(max_mhz)) as u64;
-            let (r, c) = self.audit_only(AUDIT_SAMPLES, cycles)?;
+            let (r, c) = self.audit_only(AUDIT_SAMPLES, cycles_of(blocker_us))?;
             (r, c, "audit_wall_clock".to_string())
         } else {
             (arm_of(&a), arm_of(&c), method(cfg))
