@@ -354,6 +354,12 @@ impl Config {
         self.gpus.len().max(1)
     }
 
+    /// Tasks run at their full sizes: no --scale other than full, no --set. The task facts
+    /// (bytes, FLOPs) are counted at full size, so speed of light applies only then.
+    pub fn full_size(&self) -> bool {
+        self.scale.is_none() && self.sets.is_empty()
+    }
+
     /// The size overrides as one JSON value (scale name and --set values).
     pub fn overrides_json(&self) -> Value {
         serde_json::json!({"scale": self.scale, "set": self.sets})

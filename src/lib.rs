@@ -246,7 +246,8 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
                 e.findings = findings.remove(&e.file).unwrap_or_default();
                 let task_facts = facts.get(&e.task);
                 e.task_flags = task_facts.map(|f| f.degenerate.clone()).unwrap_or_default();
-                sol::annotate(&mut e, task_facts, ceilings.as_ref(), config.precision);
+                let ceilings = ceilings.as_ref().filter(|_| config.full_size());
+                sol::annotate(&mut e, task_facts, ceilings, config.precision);
                 progress.evaluated(&e);
                 record.evaluations.push(*e);
                 record

@@ -93,7 +93,7 @@ def test_the_compiled_baseline_times_torch_compile_of_the_same_module():
     x = torch.randn(4, 8)
     with torch.no_grad():
         assert torch.allclose(compiled.model(x), eager.model(x))
-    timing.handle(compiled, {"cmd": "time_setup", "mode": "offline", "seed": 5}, keep=False)
+    timing.handle(compiled, {"cmd": "time_setup", "mode": "offline", "seed": 5, "cycles_per_us": 1980}, keep=False)
     reply = timing.handle(compiled, {"cmd": "time", "n": 3}, keep=False)
     assert len(reply["samples_ms"]) == 3
 
@@ -133,7 +133,7 @@ def test_the_kept_output_belongs_to_its_sample():
 
 def test_warmup_reports_calibration():
     _, t = timed()
-    warm = t.warmup()
+    warm = t.warmup(cycles_per_us=1980)
     assert warm["calls"] >= timing.WARMUP_CALLS
     assert warm["median_ms"] >= 0 and warm["submit_ms"] >= 0
     assert warm["sets"] == timing.INPUT_SETS
@@ -141,7 +141,7 @@ def test_warmup_reports_calibration():
 
 def test_handle_dispatches_both_modes():
     worker = types.SimpleNamespace(model=Recorder(), task=Task, device="cpu", precision="fp32", timed=None)
-    assert "median_ms" in timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "offline"}, keep=False)
+    assert "median_ms" in timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "offline", "cycles_per_us": 1980}, keep=False)
     assert len(timing.handle(worker, {"cmd": "time", "n": 2}, keep=False)["samples_ms"]) == 2
     assert timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "kernelbench"}, keep=False) == {}
     assert len(timing.handle(worker, {"cmd": "time", "n": 4}, keep=False)["samples_ms"]) == 4
@@ -182,3 +182,23 @@ def test_server_requests_wait_their_gaps_and_report_latency():
     # Requests rotate over the input sets, without fresh contents (no write before a request).
     ids = [i for i, _, _, _ in worker.model.seen]
     assert len(set(ids)) == timing.INPUT_SETS
+
+
+def test_new_contents_are_written_only_behind_the_blocker(monkeypatch):
+    # On a GPU the writes are queued behind the blocker; here (CPU tensors, a stand-in blocker)
+    # "behind" means after it: while the blocker runs, the set must still hold its old contents,
+    # so work another stream starts beside the blocker cannot compute on the sample's inputs.
+    model, t = timed()
+    t.cuda, t.flush_buffer, t.flush_sink = True, torch.ones(16), torch.empty(())
+    at_blocker = []
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: at_blocker.append([x.clone() for x in t.sets[0]]))
+    for _ in range(timing.INPUT_SETS):
+        t._stage(t._draws(), blocker_cycles=0)
+    assert at_blocker == []
+    k, inputs, rest = t._stage(t._draws(), blocker_cycles=100)
+    assert k == timing.INPUT_SETS and inputs is t.sets[0] and rest == []
+    old = harness.make_inputs(Task, timing.derive_seed(11, 0), "cpu", "fp32")
+    new = harness.make_inputs(Task, timing.derive_seed(11, k), "cpu", "fp32")
+    assert len(at_blocker) == 1
+    assert all(torch.equal(a, b) for a, b in zip(at_blocker[0], old))
+    assert all(torch.equal(a, b) for a, b in zip(inputs, new))

@@ -1,20 +1,22 @@
 """Timing: device time of one call with cold L2 and launch latency kept out (timing.md 10.2).
 
 One sample, on the worker's default stream (many honest kernels launch on the legacy default
-stream, so the harness never switches streams):
+stream, so the harness never switches streams), after a device-wide synchronize:
 
-1. fresh input contents: the input set about to be used (one of up to four, rotating, so
-   addresses repeat only every fourth call) is overwritten in place with new random values
-   from the sample's seed, without bumping its version counter, so no cache keyed on pointer,
-   identity, version or contents can answer the call (`timing.fresh_inputs_per_call`);
-2. a read-based flush of twice the L2 size, then a device-wide synchronize;
-3. a blocker, a fixed sleep kernel long enough that the host has queued the whole call before
+1. fresh input contents are drawn for the input set about to be used (one of up to four,
+   rotating, so addresses repeat only every fourth call) from the sample's seed;
+2. a blocker, a fixed sleep kernel long enough that the host has queued the whole sample before
    it ends, so host submission stays outside the events; whether it was long enough is seen
    directly: if the start event has already completed by the time the host has queued the stop
    event, the stream went idle during submission and the sample is counted as an overflow
    (kbench then lengthens the blocker and takes the round again);
+3. behind the blocker, the new contents are written into the set in place, without bumping its
+   version counter, so no cache keyed on pointer, identity, version or contents can answer the
+   call (`timing.fresh_inputs_per_call`), and no work started on another stream while the
+   blocker holds this one can compute on them (it reads the previous contents and fails the
+   timed output check); then a read-based flush of twice the L2 size;
 4. start event, the call, stop event; the time between them (for calls under 10 µs, a burst:
-   several calls on distinct input sets, all refreshed before the flush, divided by their number).
+   several calls on distinct input sets, all written before the flush, divided by their number).
 
 kbench (Rust) drives the schedule: interleaved blocks of samples across the reference and the
 candidate worker, adaptive stopping, NVML telemetry, the audit and envelope checks. The
@@ -46,6 +48,9 @@ EXTRA_SETS_SHARE = 0.1
 WARMUP_CALLS = 10
 WARMUP_MS = 100.0
 WARMUP_CAP_S = 2.0
+# The warm-up's blocker, in µs: three times the first call's submission, within these bounds.
+WARMUP_BLOCKER_MIN_US = 50.0
+WARMUP_BLOCKER_MAX_US = 100_000.0
 
 
 def derive_seed(base, stream):
@@ -97,8 +102,10 @@ class TimedModel:
             harness.make_inputs(task, derive_seed(seed_base, k), device, precision) for k in range(1, sets)
         ]
 
-    def _next_inputs(self):
-        """The next sample's inputs, with fresh contents, and its index and forward seed."""
+    def _draw(self):
+        """The next sample's index, input set, new contents and forward seed. The contents are
+        made here but written into the set by `_stage`, behind the blocker; a set refilled by
+        swapping storage gets its new storage at once (there is no room for a copy)."""
         k = self.taken
         self.taken += 1
         seed = derive_seed(self.base, k)
@@ -108,52 +115,79 @@ class TimedModel:
             for old in tensors:
                 old.data = torch.empty(0, dtype=old.dtype, device=old.device)
         fresh = [x for x in harness.make_inputs(self.task, seed, self.device, self.precision) if isinstance(x, torch.Tensor)]
-        for old, new in zip(tensors, fresh):
-            # The same object and version counter: only the contents (or, swapped, the storage) are new.
-            if self.swap:
+        pairs = list(zip(tensors, fresh))
+        if self.swap:
+            for old, new in pairs:
                 old.data = new
-            else:
-                old.data.copy_(new)
-        return k, buffers, derive_seed(seed, 0)
+            pairs = []
+        return k, buffers, pairs, derive_seed(seed, 0)
 
-    def _prepare(self):
-        k, inputs, forward_seed = self._next_inputs()
+    def _draws(self, burst=1):
+        """The new contents of one sample's `burst` input sets: the burst's other calls first,
+        the sample's own last."""
+        return [self._draw() for _ in range(burst)]
+
+    def _stage(self, drawn, blocker_cycles):
+        """Stage one drawn sample: set its forward seed, then queue the blocker and, behind it,
+        the writes of the new contents into the sets and the L2 flush. Nothing can compute on a
+        sample's inputs before the blocker ends: work a call starts on another stream while the
+        blocker holds this one reads the sets' previous contents, and the timed output check
+        fails it (a set refilled by swapping storage, over a tenth of the GPU's memory, is the
+        exception: its new contents exist before the blocker). Returns (k, inputs, the other
+        calls as `_calls` takes them)."""
+        *rest, (k, inputs, _, forward_seed) = drawn
         torch.manual_seed(forward_seed)
+        if self.cuda and blocker_cycles:
+            torch.cuda._sleep(blocker_cycles)
+        for _, _, pairs, _ in drawn:
+            for old, new in pairs:
+                # The same object and version counter: only the contents are new.
+                old.data.copy_(new)
         if self.cuda:
             torch.sum(self.flush_buffer, dim=0, out=self.flush_sink)
-            torch.cuda.synchronize()
-        return k, inputs
+        return k, inputs, [(j, sets, seed) for j, sets, _, seed in rest]
 
-    def warmup(self):
+    def warmup(self, cycles_per_us):
         """Calls until the arm is warm (>= 10 calls and >= 100 ms of device time, at most 2 s);
         returns the median call time and the host's submission time (90th percentile), which
-        sizes the blocker."""
+        sizes the blocker. After the first call each call is staged behind a blocker of three
+        times that call's submission, so the median is device time without launch latency (the
+        burst rule compares it with 10 µs)."""
         times, submits = [], []
         began = time.perf_counter()
         with torch.no_grad():
             while len(times) < WARMUP_CALLS or sum(times) < WARMUP_MS:
-                _, inputs = self._prepare()
+                blocker_us = min(max(WARMUP_BLOCKER_MIN_US, 3e3 * submits[0]), WARMUP_BLOCKER_MAX_US) if submits else 0.0
+                self._sync()
+                drawn = self._draws()
                 t0 = time.perf_counter()
+                _, inputs, _ = self._stage(drawn, int(blocker_us * cycles_per_us))
+                t1 = time.perf_counter()
                 if self.cuda:
                     self.start.record()
                 self.model(*inputs)
                 if self.cuda:
                     self.stop.record()
-                submits.append((time.perf_counter() - t0) * 1e3)
+                t2 = time.perf_counter()
+                submits.append((t2 - t0) * 1e3)
                 if self.cuda:
                     self.stop.synchronize()
                     times.append(self.start.elapsed_time(self.stop))
                 else:
-                    times.append(submits[-1])
+                    times.append((t2 - t1) * 1e3)
                 if time.perf_counter() - began > WARMUP_CAP_S and len(times) >= 2:
                     break
         steady = submits[2:] or submits
         return {
-            "median_ms": statistics.median(times),
+            "median_ms": statistics.median(times[1:] or times),
             "submit_ms": sorted(steady)[int(0.9 * (len(steady) - 1))],
             "calls": len(times),
             "sets": len(self.sets),
         }
+
+    def _sync(self):
+        if self.cuda:
+            torch.cuda.synchronize()
 
     def _grow(self, count):
         """At least `count` input sets, memory permitting: each call of a burst has its own."""
@@ -162,7 +196,7 @@ class TimedModel:
         return min(count, len(self.sets))
 
     def _calls(self, model, first, rest):
-        """The sample's calls: the first (its seed set by `_prepare`), then the burst's others,
+        """The sample's calls: the first (its seed set by `_stage`), then the burst's others,
         each after its own forward seed; returns the first call's output."""
         out = model(*first)
         for _, inputs, seed in rest:
@@ -178,10 +212,10 @@ class TimedModel:
         burst = self._grow(burst)
         with torch.no_grad():
             for i in range(n):
-                rest = [self._next_inputs() for _ in range(burst - 1)]
-                k, inputs = self._prepare()
+                self._sync()
+                drawn = self._draws(burst)
                 if self.cuda:
-                    torch.cuda._sleep(blocker_cycles)
+                    k, inputs, rest = self._stage(drawn, blocker_cycles)
                     self.start.record()
                     out = self._calls(self.model, inputs, rest)
                     self.stop.record()
@@ -189,6 +223,7 @@ class TimedModel:
                     self.stop.synchronize()
                     samples.append(self.start.elapsed_time(self.stop) / burst)
                 else:
+                    k, inputs, rest = self._stage(drawn, 0)
                     t0 = time.perf_counter()
                     out = self._calls(self.model, inputs, rest)
                     samples.append((time.perf_counter() - t0) * 1e3 / burst)
@@ -209,18 +244,19 @@ class TimedModel:
         Work left on another stream lies after the stop event, so it shows as excess; host time
         (launch gaps, host synchronizations inside the call) lies inside the interval, so an
         honest call's excess is only the synchronize's latency, however host-bound the call.
-        The call starts behind the samples' blocker, so it cannot tell an audit from a sample
-        (behind a shorter one, a GPU measured the stream idle again by the time a call asked).
-        Work that a side stream finishes while the blocker runs stays hidden here as in the
-        samples. Returns (the call's wall time without the blocker, the excess), in ms."""
-        _, inputs = self._prepare()
+        The call is staged as a sample is, behind the samples' blocker, so it cannot tell an
+        audit from a sample (behind a shorter one, a GPU measured the stream idle again by the
+        time a call asked). Returns (the call's wall time without the blocker, the excess), in ms."""
+        self._sync()
+        drawn = self._draws()
         if not self.cuda:
+            _, inputs, _ = self._stage(drawn, 0)
             t0 = time.perf_counter()
             self.model(*inputs)
             return (time.perf_counter() - t0) * 1e3, 0.0
         t0 = time.perf_counter()
         self.blocked.record()
-        torch.cuda._sleep(blocker_cycles)
+        _, inputs, _ = self._stage(drawn, blocker_cycles)
         self.start.record()
         out = self.model(*inputs)
         self.stop.record()
@@ -334,7 +370,7 @@ def handle(worker, req, keep):
             worker.timed = ServerModel(worker.model, worker.task, req["seed"], worker.device, worker.precision)
             return worker.timed.warm
         worker.timed = TimedModel(worker.model, worker.task, req["seed"], worker.device, worker.precision, keep)
-        return worker.timed.warmup()
+        return worker.timed.warmup(req["cycles_per_us"])
     if isinstance(worker.timed, KernelBenchModel):
         return worker.timed.samples(req["n"])
     if isinstance(worker.timed, ServerModel):
