@@ -23,7 +23,7 @@ pub const DELTA_DEDICATED: f64 = 0.01;
 pub const DELTA_SHARED: f64 = 0.03;
 /// Systematic relative error of a speedup whose times hold host submission (a forward that
 /// synchronizes with the host inside): the two arms run in two processes whose host speed
-/// differs for reasons the rounds do not average out. On an H100, identity runs of the eleven
+/// differs for reasons the rounds do not average out. On an H100, identity runs of the ten
 /// such tasks (level3/30, 34-42, twice) read 0.83-1.25, with intervals as narrow as ±3 %.
 pub const HOST_SPEED_ERROR: f64 = 0.25;
 /// The stopping rule looks at no arm with fewer samples (10.3 step 13).
