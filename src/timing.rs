@@ -862,27 +862,36 @@ pub fn samples_of(reply: &Value) -> Result<Vec<f64>, Failed> {
 
 /// The audit calls' excesses: finite, of either sign (two clocks, microseconds apart).
 fn excess_of(reply: &Value) -> Result<Vec<f64>, Failed> {
-    let excess: Vec<f64> = serde_json::from_value(reply["audit_excess_ms"].clone())
-        .map_err(|e| (Verdict::Crashed, format!("malformed timing reply: {e}")))?;
-    if excess.iter().any(|s| !s.is_finite()) {
-        return Err((
-            Verdict::Crashed,
-            "timing reply holds a non-finite audit excess".into(),
-        ));
-    }
-    Ok(excess)
+    numbers_of(
+        reply,
+        "audit_excess_ms",
+        |s| s.is_finite(),
+        "a non-finite audit excess",
+    )
 }
 
 fn times_of(reply: &Value, key: &str) -> Result<Vec<f64>, Failed> {
-    let samples: Vec<f64> = serde_json::from_value(reply[key].clone())
+    numbers_of(
+        reply,
+        key,
+        |s| s.is_finite() && s >= 0.0,
+        "a negative or non-finite time",
+    )
+}
+
+/// The numbers under `key`, each passing `valid`, or the worker is broken.
+fn numbers_of(
+    reply: &Value,
+    key: &str,
+    valid: impl Fn(f64) -> bool,
+    what: &str,
+) -> Result<Vec<f64>, Failed> {
+    let values: Vec<f64> = serde_json::from_value(reply[key].clone())
         .map_err(|e| (Verdict::Crashed, format!("malformed timing reply: {e}")))?;
-    if samples.iter().any(|s| !s.is_finite() || *s < 0.0) {
-        return Err((
-            Verdict::Crashed,
-            "timing reply holds a negative or non-finite time".into(),
-        ));
+    if values.iter().any(|&s| !valid(s)) {
+        return Err((Verdict::Crashed, format!("timing reply holds {what}")));
     }
-    Ok(samples)
+    Ok(values)
 }
 
 fn method(cfg: &Config) -> String {
