@@ -14,7 +14,9 @@ use sha2::{Digest, Sha256};
 
 use crate::config::{Config, Device, LibraryPolicy};
 use crate::nvml::Nvml;
-use crate::record::{merge_check, Build, BuildStatus, Check, Evaluation, Outcome, Phases, Trial};
+use crate::record::{
+    merge_check, Build, BuildStatus, Check, Evaluation, Outcome, Phases, Timing, Trial,
+};
 use crate::submission::Submission;
 use crate::task::{Task, TaskId};
 use crate::taskfacts::TaskFacts;
@@ -51,6 +53,8 @@ pub struct Python<'a> {
     gpus: Vec<Option<Mutex<Nvml>>>,
     /// Facts of the tasks (input-only constants, degenerate flags), where they could be derived.
     facts: &'a HashMap<TaskId, TaskFacts>,
+    /// Per slot, the CPU set aside for its timed calls' submitting threads (`cpus::reserve`).
+    timing_cpus: Vec<usize>,
 }
 
 /// Two fresh workers and the logs they write until an evaluation claims them.
@@ -169,6 +173,7 @@ impl<'a> Python<'a> {
         worker_path: PathBuf,
         build_key: String,
         facts: &'a HashMap<TaskId, TaskFacts>,
+        timing_cpus: Vec<usize>,
     ) -> Python<'a> {
         let ready = (0..config.slots())
             .map(|_| Mutex::new(VecDeque::new()))
@@ -186,6 +191,7 @@ impl<'a> Python<'a> {
             started: AtomicUsize::new(0),
             gpus,
             facts,
+            timing_cpus,
         }
     }
 
@@ -532,6 +538,7 @@ impl Python<'_> {
             reference: link.reference,
             candidate: link.candidate,
             gpu: self.gpus.get(slot).and_then(Option::as_ref),
+            cpu: self.timing_cpus.get(slot).copied(),
             seed_base: derive_seed(cfg.seed, TIMING_STREAM),
         };
         let (transport, exchange) = (link.transport, link.exchange);
@@ -540,16 +547,14 @@ impl Python<'_> {
         })?);
         eval.phases.timing_s = started.elapsed().as_secs_f64();
         // profile.library_share last: profiling leaves state behind in the process it ran in.
-        let profile = json!({
-            "cmd": "profile",
-            "seed": derive_seed(cfg.seed, PROFILE_STREAM),
-            "forward_seed": derive_seed(cfg.seed, PROFILE_STREAM - 1),
-        });
-        let profiled = ask(&mut candidate, profile, cfg.timeouts.call)?;
+        let profiled = ask(&mut candidate, self.profile_request(), cfg.timeouts.call)?;
         for check in reply_checks(&profiled) {
             merge_check(&mut eval.checks, check);
         }
         let library_share = profiled["profile"]["library_share"].as_f64();
+        if let Some(t) = eval.timing.as_mut().filter(|t| t.host_error.is_some()) {
+            self.narrow_host_error(&mut reference, t, profiled["profile"]["busy_ms"].as_f64());
+        }
         reference.finish();
         candidate.finish();
         (eval.verdict, eval.reason) = if kernels.is_empty() {
@@ -572,6 +577,36 @@ impl Python<'_> {
             }
         };
         Ok(())
+    }
+
+    /// One profiled call after timing, the same inputs for either worker.
+    fn profile_request(&self) -> Value {
+        json!({
+            "cmd": "profile",
+            "seed": derive_seed(self.config.seed, PROFILE_STREAM),
+            "forward_seed": derive_seed(self.config.seed, PROFILE_STREAM - 1),
+        })
+    }
+
+    /// A forward that synchronizes with the host inside: profile one reference call too, and
+    /// scale the labels' host-speed error by the share of each arm's time the GPU was idle.
+    /// Without both busy times the whole error stays.
+    fn narrow_host_error(
+        &self,
+        reference: &mut Worker,
+        timing: &mut Timing,
+        candidate_busy_ms: Option<f64>,
+    ) {
+        let reference_busy_ms = ask(reference, self.profile_request(), self.config.timeouts.call)
+            .ok()
+            .and_then(|reply| reply["busy_ms"].as_f64());
+        if let (Some(r), Some(c)) = (reference_busy_ms, candidate_busy_ms) {
+            let error = timing::host_error(
+                r / timing.reference.median_ms,
+                c / timing.candidate.median_ms,
+            );
+            timing::allow_host_error(timing, error);
+        }
     }
 
     /// The largest share of GPU time library kernels may take in a submission to this task

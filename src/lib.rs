@@ -12,6 +12,7 @@ pub mod bundled;
 pub mod check;
 pub mod cli;
 pub mod config;
+pub mod cpus;
 pub mod doctor;
 pub mod error;
 pub mod evaluate;
@@ -155,6 +156,8 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
     let probe = Probe::run(&python, &worker_path, &cache.join("probe"))?;
     let config = Config::resolve(args, root, python, &probe)?;
     let out = &config.out;
+    // Before any thread or process that should keep off the timing CPUs starts.
+    let timing_cpus = cpus::reserve(config.slots());
 
     if config.device == config::Device::Cuda {
         check_dedicated(&config, args.dedicated)?;
@@ -228,7 +231,7 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
         probe.torch().unwrap_or_default(),
         config.cuda_arch_list
     );
-    let backend = evaluate::Python::new(&config, worker_path, build_key, &facts);
+    let backend = evaluate::Python::new(&config, worker_path, build_key, &facts, timing_cpus);
     let progress = report::console::Progress::new(work.len());
     let mut built = 0;
     let mut write_error = None;

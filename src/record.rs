@@ -207,6 +207,13 @@ pub struct Timing {
     /// Calls per sample when calls are under 10 µs (each sample is a burst, divided by this).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst: Option<u32>,
+    /// For a forward that synchronizes with the host inside: the systematic relative error its
+    /// labels allow for (`timing::allow_host_error`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_error: Option<f64>,
+    /// The CPU both workers' submitting threads ran on while timed (`cpus::reserve`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<usize>,
     /// `--baseline eager,compile`: the candidate against torch.compile of the reference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compile: Option<CompileBaseline>,

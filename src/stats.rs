@@ -21,10 +21,11 @@ pub const DEFAULT_LEVEL: f64 = 0.95;
 pub const DELTA_DEDICATED: f64 = 0.01;
 /// Practical band on a GPU shared with other compute processes.
 pub const DELTA_SHARED: f64 = 0.03;
-/// Systematic relative error of a speedup whose times hold host submission (a forward that
-/// synchronizes with the host inside): the two arms run in two processes whose host speed
-/// differs for reasons the rounds do not average out. On an H100, identity runs of the ten
-/// such tasks (level3/30, 34-42, twice) read 0.83-1.25, with intervals as narrow as ±3 %.
+/// Systematic relative error of a speedup whose times are all host submission (a forward that
+/// synchronizes with the host inside and keeps the GPU waiting): the host's speed drifts in ways
+/// the rounds do not average out. On an H100, identity runs of the ten such tasks (level3/30,
+/// 34-42) read 0.83-1.25 with the arms on different CPUs, with intervals as narrow as ±3 %, and
+/// 0.94-1.12 with both on one (`cpus`); `timing::host_error` scales it by the idle share.
 pub const HOST_SPEED_ERROR: f64 = 0.25;
 /// The stopping rule looks at no arm with fewer samples (10.3 step 13).
 pub const MIN_SAMPLES_FOR_STOPPING: usize = 20;

@@ -504,14 +504,21 @@ def helper():
 
 def test_profile_summary():
     times = {"relu_kernel(float*)": 3.0, "void at::native::fill_kernel(float*)": 1.0}
-    found = profile.summarize(times, {"relu_kernel"})
+    found = profile.summarize(times, {"relu_kernel"}, 3.5)
     assert found == {
         "library_share": 0.25,
         "custom_ms": 3.0,
         "total_ms": 4.0,
+        "busy_ms": 3.5,
         "top": [["relu_kernel(float*)", 3.0], ["void at::native::fill_kernel(float*)", 1.0]],
     }
-    assert profile.summarize({}, set())["library_share"] == 0.0
+    assert profile.summarize({}, set(), 0.0)["library_share"] == 0.0
+
+
+def test_busy_time_counts_concurrent_work_once_and_gaps_not_at_all():
+    # Two overlapping kernels (0-3, 2-4), one inside another (5-9 holds 6-7), a gap between.
+    assert profile.busy([(5.0, 9.0), (0.0, 3.0), (2.0, 4.0), (6.0, 7.0)]) == 8.0
+    assert profile.busy([]) == 0.0
 
 
 # -- the log ------------------------------------------------------------------------------------

@@ -147,6 +147,26 @@ def test_handle_dispatches_both_modes():
     assert len(timing.handle(worker, {"cmd": "time", "n": 4}, keep=False)["samples_ms"]) == 4
 
 
+def test_set_up_moves_only_the_submitting_thread_to_the_timing_cpu():
+    import os
+    import threading
+
+    before = os.sched_getaffinity(0)
+    cpu = max(before)
+    seen = {}
+
+    def set_up():
+        worker = types.SimpleNamespace(model=Recorder(), task=Task, device="cpu", precision="fp32", timed=None)
+        timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "kernelbench", "cpu": cpu}, keep=False)
+        seen["cpus"] = os.sched_getaffinity(0)
+
+    thread = threading.Thread(target=set_up)
+    thread.start()
+    thread.join()
+    assert seen["cpus"] == {cpu}
+    assert os.sched_getaffinity(0) == before
+
+
 def test_the_server_clock_is_read_from_nvml_by_the_gpus_uuid(monkeypatch):
     import sys
 

@@ -102,8 +102,9 @@ def is_custom(name, defined):
     return any(own == d or re.fullmatch(rf"{re.escape(d)}_\d\w*", own) for d in defined)
 
 
-def summarize(per_kernel_ms, defined):
-    """The reply's profile: library share of GPU time, custom and total ms, top kernels."""
+def summarize(per_kernel_ms, defined, busy_ms):
+    """The reply's profile: library share of GPU time, custom and total ms, the time the device
+    was busy, top kernels."""
     total = sum(per_kernel_ms.values())
     custom = sum(ms for name, ms in per_kernel_ms.items() if is_custom(name, defined))
     top = sorted(per_kernel_ms.items(), key=lambda item: -item[1])[:TOP]
@@ -111,20 +112,34 @@ def summarize(per_kernel_ms, defined):
         "library_share": (total - custom) / total if total else 0.0,
         "custom_ms": custom,
         "total_ms": total,
+        "busy_ms": busy_ms,
         "top": [[name[:NAME_CHARS], ms] for name, ms in top],
     }
 
 
+def busy(intervals):
+    """Length of the union of (start, end) intervals: the time the device was busy, concurrent
+    work counted once."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
 def kernel_times(call):
-    """Device milliseconds per kernel name over one ``call()``, from torch's profiler."""
+    """Over one ``call()``, from torch's profiler: device milliseconds per kernel name, and the
+    milliseconds the device was busy (`busy`)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         call()
         torch.cuda.synchronize()
-    times = {}
+    times, intervals = {}, []
     for event in prof.events():
         if event.device_type == torch.autograd.DeviceType.CUDA:
             times[event.name] = times.get(event.name, 0.0) + event.time_range.elapsed_us() / 1e3
-    return times
+            intervals.append((event.time_range.start / 1e3, event.time_range.end / 1e3))
+    return times, busy(intervals)

@@ -13,7 +13,7 @@ import traceback
 
 import torch
 
-from . import checks, harness, precision, runtime, taskfile, timing, transfer
+from . import checks, harness, precision, profile, runtime, taskfile, timing, transfer
 from .protocol import error
 
 
@@ -137,6 +137,13 @@ class Reference:
         self.timed = None
         self.compiled = None
 
+    def busy_ms(self, req):
+        """The time the GPU was busy during one profiled call (after timing: profiling leaves
+        state in the process), for the host-speed allowance of a forward that synchronizes
+        with the host inside."""
+        inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision)
+        return profile.kernel_times(lambda: harness.forward(self.model, inputs, req["forward_seed"]))[1]
+
     def receive(self, req):
         """The candidate's outputs and post-call inputs: IPC views of its memory, or a file."""
         if req.get("ipc") is not None:
@@ -252,6 +259,8 @@ def run(channel):
                 channel.reply({"ok": True, **reply, "compile_s": reference.compiled.compile_s})
             elif cmd in ("time_setup", "time"):
                 channel.reply({"ok": True, **timing.handle(reference, req, keep=False)})
+            elif cmd == "profile":
+                channel.reply({"ok": True, "busy_ms": reference.busy_ms(req)})
             elif cmd == "exit":
                 return
             else:
