@@ -139,12 +139,45 @@ def test_warmup_reports_calibration():
     assert warm["sets"] == timing.INPUT_SETS
 
 
+def test_the_warm_up_blocker_follows_the_previous_call_not_the_cold_first(monkeypatch):
+    # A clock the model moves: the first (cold) call takes 200 ms of host time, the rest 1 ms.
+    clock = [0.0]
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
+
+    class Cold(Recorder):
+        def forward(self, x, labels):
+            clock[0] += 0.2 if not self.seen else 0.001
+            return super().forward(x, labels)
+
+    t = timing.TimedModel(Cold(), Task, seed_base=11, device="cpu", precision="fp32", keep=False)
+    blockers, stage = [], t._stage
+    monkeypatch.setattr(t, "_stage", lambda drawn, cycles: blockers.append(cycles) or stage(drawn, cycles))
+    t.warmup(cycles_per_us=1000)
+    assert len(blockers) == timing.WARMUP_CALLS
+    # None before the first call; the cold call's three times, capped at 100 ms, before the
+    # second only; then three times the previous call's 1 ms.
+    assert blockers[0] == 0
+    assert blockers[1] == timing.WARMUP_BLOCKER_MAX_US * 1000
+    assert all(abs(b - 3_000 * 1000) <= 1 for b in blockers[2:])
+
+
 def test_handle_dispatches_both_modes():
     worker = types.SimpleNamespace(model=Recorder(), task=Task, device="cpu", precision="fp32", timed=None)
     assert "median_ms" in timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "offline", "cycles_per_us": 1980}, keep=False)
     assert len(timing.handle(worker, {"cmd": "time", "n": 2}, keep=False)["samples_ms"]) == 2
     assert timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "kernelbench"}, keep=False) == {}
     assert len(timing.handle(worker, {"cmd": "time", "n": 4}, keep=False)["samples_ms"]) == 4
+
+
+def test_seeding_the_generators_draws_as_torch_manual_seed_does():
+    # Timed calls seed through harness.seed_generators; the reference checks a kept timed output
+    # after torch.manual_seed's effect, so the two must draw the same numbers.
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    for device in devices:
+        harness.seed_generators(1234)
+        ours = torch.randn(16, device=device)
+        torch.manual_seed(1234)
+        assert torch.equal(ours, torch.randn(16, device=device))
 
 
 def test_set_up_moves_only_the_submitting_thread_to_the_timing_cpu():

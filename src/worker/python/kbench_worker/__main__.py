@@ -38,9 +38,11 @@ def main():
         import torch._dynamo  # noqa: F401 - see below
         import torch.profiler  # noqa: F401
 
-        # Importing torch._dynamo rebinds torch.manual_seed (a wrapper that keeps dynamo out of
-        # it); many paths import it lazily on a GPU. Done here, before the candidate snapshots
-        # the functions it watches, so that library rebinding is not taken for a submission's.
+        # Importing torch._dynamo rebinds library functions (torch.manual_seed gets a wrapper
+        # that keeps dynamo out of it); many paths import it lazily on a GPU. Done here, before
+        # the candidate snapshots the names it watches, so that library rebinding is not taken
+        # for a submission's. CUDA is initialized here too, so the snapshot sees the GPU's
+        # generators (`harness.seed_generators`).
         if torch.cuda.is_available():
             torch.cuda.init()
         channel.startup_s = time.perf_counter() - STARTED

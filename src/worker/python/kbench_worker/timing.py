@@ -48,7 +48,7 @@ EXTRA_SETS_SHARE = 0.1
 WARMUP_CALLS = 10
 WARMUP_MS = 100.0
 WARMUP_CAP_S = 2.0
-# The warm-up's blocker, in µs: three times the first call's submission, within these bounds.
+# The warm-up's blocker, in µs: three times the previous call's submission, within these bounds.
 WARMUP_BLOCKER_MIN_US = 50.0
 WARMUP_BLOCKER_MAX_US = 100_000.0
 
@@ -138,7 +138,7 @@ class TimedModel:
         exception: its new contents exist before the blocker). Returns (k, inputs, the other
         calls as `_calls` takes them)."""
         *rest, (k, inputs, _, forward_seed) = drawn
-        torch.manual_seed(forward_seed)
+        harness.seed_generators(forward_seed)
         if self.cuda and blocker_cycles:
             torch.cuda._sleep(blocker_cycles)
         for _, _, pairs, _ in drawn:
@@ -153,13 +153,14 @@ class TimedModel:
         """Calls until the arm is warm (>= 10 calls and >= 100 ms of device time, at most 2 s);
         returns the median call time and the host's submission time (90th percentile), which
         sizes the blocker. After the first call each call is staged behind a blocker of three
-        times that call's submission, so the median is device time without launch latency (the
-        burst rule compares it with 10 µs)."""
+        times the previous call's submission, so the median is device time without launch
+        latency (the burst rule compares it with 10 µs), and only the second call waits out the
+        first, cold one's."""
         times, submits = [], []
         began = time.perf_counter()
         with torch.no_grad():
             while len(times) < WARMUP_CALLS or sum(times) < WARMUP_MS:
-                blocker_us = min(max(WARMUP_BLOCKER_MIN_US, 3e3 * submits[0]), WARMUP_BLOCKER_MAX_US) if submits else 0.0
+                blocker_us = min(max(WARMUP_BLOCKER_MIN_US, 3e3 * submits[-1]), WARMUP_BLOCKER_MAX_US) if submits else 0.0
                 self._sync()
                 drawn = self._draws()
                 t0 = time.perf_counter()
@@ -204,7 +205,7 @@ class TimedModel:
         each after its own forward seed; returns the first call's output."""
         out = model(*first)
         for _, inputs, seed in rest:
-            torch.manual_seed(seed)
+            harness.seed_generators(seed)
             model(*inputs)
         return out
 
