@@ -28,7 +28,9 @@ def cpu_now():
         return int(f.read().rsplit(")", 1)[1].split()[36])
 
 
-def measure(model, inputs, torch, seen):
+def measure(model, inputs, seen):
+    import torch
+
     walls = []
     with torch.no_grad():
         for _ in range(CALLS):
@@ -55,10 +57,10 @@ def child(mode, task_path):
     if mode == "sweep":
         for cpu in sorted(os.sched_getaffinity(0)):
             os.sched_setaffinity(0, {cpu})
-            print(f"  sweep pid {os.getpid()} cpu {cpu:3d}: {measure(model, inputs, torch, seen):8.3f} ms", flush=True)
+            print(f"  sweep pid {os.getpid()} cpu {cpu:3d}: {measure(model, inputs, seen):8.3f} ms", flush=True)
     else:
-        first = measure(model, inputs, torch, seen)
-        second = measure(model, inputs, torch, seen)
+        first = measure(model, inputs, seen)
+        second = measure(model, inputs, seen)
         print(f"  {mode:5s} pid {os.getpid()}: {first:8.3f} {second:8.3f} ms on cpus {sorted(seen)}", flush=True)
 
 
