@@ -7,6 +7,13 @@
 #                                                     # honest kernels, faults (tests/fixtures/gpu)
 #   bash benchmarks/gpu_run.sh identity RESULTS_DIR [kbench eval flags...]
 #                                                     # each task's reference as its own submission
+#   bash benchmarks/gpu_run.sh attacks RESULTS_DIR [flags...]
+#                                                     # the sandbox attacks of tests/fixtures/cpu
+#                                                     # (level1/19_ReLU/cheat_*), here on the GPU
+#   bash benchmarks/gpu_run.sh cuda-l1 RESULTS_DIR TREE [flags...]
+#                                                     # a `kbench import cuda-l1` tree: its
+#                                                     # submissions against its own references,
+#                                                     # with its published.csv
 #
 # Writes to RESULTS_DIR the run's console output with its wall time, its results.csv, and a
 # tarball of results.json, junit.xml and the workers' logs. In corpus mode also corpus.table.md:
@@ -23,7 +30,14 @@ python=${KBENCH_PYTHON:-python3}
 case $what in
   corpus) dir=$work/corpus; rm -rf "$dir"; mkdir -p "$dir"; cp -r benchmarks/example/gpu/. tests/fixtures/gpu/. "$dir/" ;;
   identity) dir=$work/identity-submission; "$python" benchmarks/identity.py "$dir" >/dev/null ;;
-  *) echo "usage: $0 corpus|identity RESULTS_DIR [flags]" >&2; exit 2 ;;
+  attacks) dir=$work/attacks-submission; rm -rf "$dir"; mkdir -p "$dir/level1/19_ReLU"
+    for f in read_parent_memory kill_reference impersonate_reference outlive_run rewrite_worker_code \
+      fake_kernel forge_times_gc forge_reply; do
+      cp "tests/fixtures/cpu/level1/19_ReLU/cheat_$f.py" "$dir/level1/19_ReLU/"
+    done ;;
+  cuda-l1) tree=$(realpath "$1"); shift; dir=$tree/submissions
+    set -- --tasks "$tree/tasks" --published "$tree/published.csv" "$@" ;;
+  *) echo "usage: $0 corpus|identity|attacks|cuda-l1 RESULTS_DIR [TREE] [flags]" >&2; exit 2 ;;
 esac
 "$kbench" doctor --python "$python" > "$results/doctor.txt" 2>&1 || true
 start=$(date +%s)

@@ -11,7 +11,7 @@ fn allowed() -> io::Result<Vec<usize>> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity fills at most its size.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+        if libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set) != 0 {
             return Err(io::Error::last_os_error());
         }
         Ok((0..libc::CPU_SETSIZE as usize)
@@ -28,7 +28,7 @@ fn restrict(cpus: &[usize]) -> io::Result<()> {
         for &cpu in cpus {
             libc::CPU_SET(cpu, &mut set);
         }
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+        if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) != 0 {
             return Err(io::Error::last_os_error());
         }
     }

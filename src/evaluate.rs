@@ -597,6 +597,14 @@ impl Python<'_> {
         let mut cand_load = load.clone();
         let staged = stage_submission(sub, exchange.path()).map_err(skipped)?;
         cand_load["submission"] = json!(staged);
+        // Its build folder, where its JIT compilers (Triton, inductor) write; the pool made and
+        // handed over the folder of a file that builds at import, this makes the others'.
+        let build_dir = self.build_dir(sub);
+        if !build_dir.is_dir() {
+            std::fs::create_dir_all(&build_dir)
+                .and_then(|()| self.confinement.give(&build_dir))
+                .map_err(|e| skipped(format!("create {}: {e}", build_dir.display())))?;
+        }
         cand_load["env"] = self
             .build_env(sub)
             .into_iter()

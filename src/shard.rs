@@ -25,7 +25,7 @@ pub struct Shard {
 impl FromStr for Shard {
     type Err = String;
 
-    fn from_str(s: &str) -> std::result::Result<Shard, String> {
+    fn from_str(s: &str) -> Result<Shard, String> {
         let parsed = s
             .split_once('/')
             .and_then(|(i, n)| Some((i.trim().parse().ok()?, n.trim().parse().ok()?)));

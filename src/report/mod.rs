@@ -274,7 +274,7 @@ pub(crate) mod tests {
             &record,
             &summary::summarize_run(&record),
             &gate,
-            std::path::Path::new("reports/run-test")
+            Path::new("reports/run-test")
         ));
     }
 

@@ -455,7 +455,7 @@ mod tests {
         let mut record = sample_record();
         assert!(total(&record).versus_compile.is_none());
         let honest = crate::report::tests::honest_timing(&mut record);
-        honest.compile = Some(crate::record::CompileBaseline {
+        honest.compile = Some(CompileBaseline {
             reference: honest.reference.clone(),
             compile_s: 12.0,
             speedup: 1.2,

@@ -123,7 +123,7 @@ impl Worker {
         let mut cmd = Command::new(&spec.python);
         // A venv's tools (ninja, nvcc from pip) sit beside its python: put them on PATH, as
         // activating the venv would.
-        if let Some(bin) = std::path::Path::new(&spec.python)
+        if let Some(bin) = Path::new(&spec.python)
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
         {

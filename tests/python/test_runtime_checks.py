@@ -4,6 +4,8 @@ classification behind profile.library_share. GPU-only checks (poisoned allocator
 L2 limit, profiling) run on a GPU; their pure parts are tested here."""
 
 import _thread
+import importlib
+import sys
 import textwrap
 import threading
 import time
@@ -329,6 +331,24 @@ def test_a_python_thread_left_running_is_named(release):
     time.sleep(0.05)
     with pytest.raises(TamperError, match="test_runtime_checks.py:offload"):
         census.check()
+
+
+def test_a_thread_of_tqdm_only_warns(tmp_path, monkeypatch, release):
+    """inductor's progress bars start tqdm's monitor thread: a library's thread, not the
+    submission's (a stand-in package here, since the test environment has no tqdm)."""
+    package = tmp_path / "tqdm"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "_monitor.py").write_text("def run(event):\n    event.wait()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("tqdm", "tqdm._monitor"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monitor = importlib.import_module("tqdm._monitor")
+    census = runtime.Threads()
+    _thread.start_new_thread(monitor.run, (release,))
+    time.sleep(0.05)
+    outcome, evidence = census.check()
+    assert outcome == "warn" and "_monitor.py:run" in evidence, evidence
 
 
 def test_a_finished_thread_is_fine():

@@ -123,10 +123,13 @@ def _entry(frame):
 
 
 def _library_roots():
+    """torch, and the libraries it starts threads of when loaded: Triton (async compile), tqdm
+    (inductor's progress bars start tqdm's monitor thread)."""
     roots = [Path(torch.__file__).parent]
-    triton = sys.modules.get("triton")
-    if triton is not None and getattr(triton, "__file__", None):
-        roots.append(Path(triton.__file__).parent)
+    for name in ("triton", "tqdm"):
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "__file__", None):
+            roots.append(Path(module.__file__).parent)
     return [str(r) + os.sep for r in roots]
 
 
