@@ -10,7 +10,6 @@ use crate::cli::{BaselineArg, DeviceArg, EvalArgs, LibraryPolicyArg, ModeArg, Pr
 use crate::error::{Error, Result};
 use crate::probe::Probe;
 use crate::record::RecordedConfig;
-use crate::task::TaskId;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Device {
@@ -109,9 +108,6 @@ pub struct Config {
     pub timeouts: Timeouts,
     pub min_speedup: Option<f64>,
     pub resume: bool,
-    pub only: Vec<TaskId>,
-    pub level: Option<u32>,
-    pub single_task: Option<TaskId>,
     /// TORCH_CUDA_ARCH_LIST for the compile pool and the candidate, e.g. "9.0".
     pub cuda_arch_list: String,
     /// The practical band of the decision labels: 1 % on a GPU known to be dedicated, else 3 %.
@@ -357,9 +353,6 @@ impl Config {
             timeouts,
             min_speedup: args.min_speedup,
             resume: args.resume,
-            only: args.only.clone(),
-            level: args.source.level,
-            single_task: args.task,
             cuda_arch_list: probe.cuda_arch_list(),
             delta: if args.dedicated {
                 crate::stats::DELTA_DEDICATED
