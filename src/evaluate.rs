@@ -402,16 +402,23 @@ impl Backend for Python<'_> {
             pool_compiled: Vec::new(),
             slot_compiled: None,
         };
-        if !builds_anything(&submission.path) {
+        let builds = builds_anything(&submission.path);
+        if builds {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        // The submission's build folder, handed to the sandbox: its import builds here, and so
+        // do JIT compilers (Triton, inductor) that a file which builds nothing at import runs
+        // later, in the slot.
+        let made = std::fs::create_dir_all(&dir)
+            .and_then(|()| self.confinement.give(&dir))
+            .map_err(|e| format!("create build folder {}: {e}", dir.display()));
+        if made.is_ok() && !builds {
             build.seconds = started.elapsed().as_secs_f64();
             return build;
         }
         let mut env = self.build_env(submission);
         env.push(("CUDA_VISIBLE_DEVICES".into(), String::new()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let prepared = std::fs::create_dir_all(&dir)
-            .and_then(|()| self.confinement.give(&dir))
-            .map_err(|e| format!("create build folder {}: {e}", dir.display()))
+        let prepared = made
             .and_then(|()| self.private_dir())
             .and_then(|stage| Ok((stage_submission(submission, stage.path())?, stage)));
         let (staged, stage) = match prepared {
@@ -597,14 +604,6 @@ impl Python<'_> {
         let mut cand_load = load.clone();
         let staged = stage_submission(sub, exchange.path()).map_err(skipped)?;
         cand_load["submission"] = json!(staged);
-        // Its build folder, where its JIT compilers (Triton, inductor) write; the pool made and
-        // handed over the folder of a file that builds at import, this makes the others'.
-        let build_dir = self.build_dir(sub);
-        if !build_dir.is_dir() {
-            std::fs::create_dir_all(&build_dir)
-                .and_then(|()| self.confinement.give(&build_dir))
-                .map_err(|e| skipped(format!("create {}: {e}", build_dir.display())))?;
-        }
         cand_load["env"] = self
             .build_env(sub)
             .into_iter()

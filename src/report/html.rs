@@ -509,8 +509,9 @@ fn fast_p_plot(area: &DrawingArea<SVGBackend<'_>, Shift>, counted: &[Option<Spee
     let top = counted
         .iter()
         .flatten()
-        .map(|s| s.ci_high.min(LOG_AXIS_LIMIT))
-        .filter(|v| v.is_finite())
+        .map(|s| s.ci_high)
+        .filter(|v| !v.is_nan())
+        .map(|v| v.min(LOG_AXIS_LIMIT))
         .fold(2.0f64, f64::max)
         * 1.1;
     let steps = 200;
