@@ -65,8 +65,22 @@ struct Pair {
     reference: Worker,
     candidate: Worker,
     logs: [PathBuf; 2],
-    /// The only host folder the candidate may write: its outputs, and its copy of the submission.
-    exchange: tempfile::TempDir,
+    exchange: Exchange,
+}
+
+/// The folder an evaluation's two workers share, the only host folder the candidate may write:
+/// its outputs handed over as files, and its copy of the submission.
+struct Exchange {
+    dir: tempfile::TempDir,
+    /// Where the workers see it: their `/dev/shm` when confined (`Confinement::seen`).
+    seen: PathBuf,
+}
+
+impl Exchange {
+    /// The file `name` in the folder: where kbench finds it, and where the workers do.
+    fn file(&self, name: &str) -> (PathBuf, PathBuf) {
+        (self.dir.path().join(name), self.seen.join(name))
+    }
 }
 
 /// Seed streams of `derive_seed`: trials use 1, 2, 3, ... (input and forward seed per trial).
@@ -201,14 +215,14 @@ impl<'a> Python<'a> {
         let n = self.started.fetch_add(1, Ordering::SeqCst);
         let log = |role: &str| self.config.out.join(format!("logs/.worker-{n}.{role}.log"));
         let logs = [log("reference"), log("candidate")];
-        let exchange = self.private_dir()?;
-        let writable = [
-            exchange.path().to_path_buf(),
-            self.config.cache.join("builds"),
-        ];
+        let exchange = self.exchange()?;
+        let shared = exchange.dir.path();
+        let builds = [self.config.cache.join("builds")];
+        let reference = self.spec("reference", &logs[0], device_env.clone());
+        let candidate = self.spec("candidate", &logs[1], device_env);
         Ok(Pair {
-            reference: self.spawn("reference", &logs[0], device_env.clone(), None)?,
-            candidate: self.spawn("candidate", &logs[1], device_env, Some(&writable))?,
+            reference: self.start(&self.confinement.beside(&reference, shared))?,
+            candidate: self.start(&self.confinement.wrap(&candidate, &builds, Some(shared)))?,
             logs,
             exchange,
         })
@@ -243,15 +257,8 @@ impl<'a> Python<'a> {
         }
     }
 
-    /// Start a worker; one that runs submission code (`writable`: the host folders it may
-    /// write) is confined, a trusted one (None) is not.
-    fn spawn(
-        &self,
-        role: &str,
-        log: &Path,
-        env: Vec<(String, String)>,
-        writable: Option<&[PathBuf]>,
-    ) -> Result<Worker, String> {
+    /// How to start a worker of `role`, before confinement (`Confinement::wrap`, `beside`).
+    fn spec(&self, role: &str, log: &Path, env: Vec<(String, String)>) -> Spawn {
         let mut spec = Spawn::role(
             &self.config.python,
             &self.worker_path,
@@ -260,15 +267,16 @@ impl<'a> Python<'a> {
             self.config.out.clone(),
         );
         spec.env.extend(env);
-        if let Some(writable) = writable {
-            spec = self.confinement.wrap(&spec, writable);
-        }
-        Worker::spawn(&spec)
-            .map_err(|e| format!("start {role} worker with {}: {e}", self.config.python))
+        spec
     }
 
-    /// A folder on tmpfs that a confined worker may write (its uid owns it), removed when dropped.
-    fn private_dir(&self) -> Result<tempfile::TempDir, String> {
+    fn start(&self, spec: &Spawn) -> Result<Worker, String> {
+        Worker::spawn(spec).map_err(|e| format!("start a worker with {}: {e}", self.config.python))
+    }
+
+    /// A folder on tmpfs that confined workers may write (their uid owns it), removed when
+    /// dropped.
+    fn exchange(&self) -> Result<Exchange, String> {
         let dir = tempfile::Builder::new()
             .prefix("kbench-")
             .tempdir_in(exchange_root())
@@ -276,7 +284,10 @@ impl<'a> Python<'a> {
         self.confinement
             .give(dir.path())
             .map_err(|e| format!("hand {} to the sandbox: {e}", dir.path().display()))?;
-        Ok(dir)
+        Ok(Exchange {
+            seen: self.confinement.seen(dir.path()),
+            dir,
+        })
     }
 
     fn build_dir(&self, submission: &Submission) -> PathBuf {
@@ -378,12 +389,14 @@ impl Backend for Python<'_> {
         let dir = self.build_dir(submission);
         let cached = dir.join("build.json");
         let (log, log_rel) = self.log_path(submission, "build");
-        // A build is reused only while its artifacts hash as they did when built: a submission
-        // (or anything else) that rewrote them since gets a fresh build.
+        // A build is reused only while its artifacts hash as they did when built (a submission,
+        // or anything else, that rewrote them since gets a fresh build), and once its folder is
+        // the sandbox's again (the candidate writes there: locks, JIT caches).
         if let Some(mut build) = std::fs::read(&cached)
             .ok()
             .and_then(|b| serde_json::from_slice::<Build>(&b).ok())
             .filter(|b| b.artifacts_sha256 == artifacts_hash(&dir))
+            .filter(|_| self.confinement.give(&dir).is_ok())
         {
             build.cache_hit = true;
             build.seconds = started.elapsed().as_secs_f64();
@@ -419,8 +432,8 @@ impl Backend for Python<'_> {
         let mut env = self.build_env(submission);
         env.push(("CUDA_VISIBLE_DEVICES".into(), String::new()));
         let prepared = made
-            .and_then(|()| self.private_dir())
-            .and_then(|stage| Ok((stage_submission(submission, stage.path())?, stage)));
+            .and_then(|()| self.exchange())
+            .and_then(|stage| Ok((stage_submission(submission, &stage)?, stage)));
         let (staged, stage) = match prepared {
             Ok(p) => p,
             Err(e) => {
@@ -431,9 +444,13 @@ impl Backend for Python<'_> {
         };
         let mut request = self.request_base(task, "compile");
         request["submission"] = json!(staged);
-        let writable = [dir.clone(), stage.path().to_path_buf()];
+        let spec = self.spec("compile", &log, env);
         let outcome = self
-            .spawn("compile", &log, env, Some(&writable))
+            .start(&self.confinement.wrap(
+                &spec,
+                std::slice::from_ref(&dir),
+                Some(stage.dir.path()),
+            ))
             .map_err(|e| (BuildStatus::Crashed, e))
             .and_then(|mut w| {
                 let reply = w.request(request.clone(), self.config.timeouts.compile);
@@ -602,7 +619,7 @@ impl Python<'_> {
         load["atol"] = json!(cfg.atol);
         load["rtol"] = json!(cfg.rtol);
         let mut cand_load = load.clone();
-        let staged = stage_submission(sub, exchange.path()).map_err(skipped)?;
+        let staged = stage_submission(sub, &exchange).map_err(skipped)?;
         cand_load["submission"] = json!(staged);
         cand_load["env"] = self
             .build_env(sub)
@@ -657,7 +674,7 @@ impl Python<'_> {
             reference: &mut reference,
             candidate: &mut candidate,
             transport: &mut transport,
-            exchange: exchange.path(),
+            exchange: &exchange,
         };
         let verified = self.verify(task, &mut link, eval, &constants);
         // How outputs crossed from the (confined) candidate to the reference worker.
@@ -986,7 +1003,7 @@ impl Python<'_> {
         candidate: &mut Worker,
         base: u64,
         transport: &mut &'static str,
-        exchange: &Path,
+        exchange: &Exchange,
     ) -> Result<Check, Failed> {
         const NAME: &str = "timing.timed_output_check";
         let started = Instant::now();
@@ -1049,7 +1066,7 @@ struct Link<'l> {
     candidate: &'l mut Worker,
     /// "ipc" (CUDA IPC) or "file"; IPC that fails once falls back to files for the evaluation.
     transport: &'l mut &'static str,
-    exchange: &'l Path,
+    exchange: &'l Exchange,
 }
 
 impl Link<'_> {
@@ -1063,16 +1080,16 @@ impl Link<'_> {
         deadline: Duration,
         file: &str,
     ) -> Result<(Value, Value), Failed> {
-        let out = self.exchange.join(file);
+        let (out, seen) = self.exchange.file(file);
         loop {
             let mut asked = request.clone();
-            asked["out"] = json!(out);
+            asked["out"] = json!(seen);
             asked["transport"] = json!(*self.transport);
             let ran = ask(self.candidate, asked, deadline)?;
             let Some(mut body) = check(&ran) else {
                 return Ok((ran, Value::Null));
             };
-            body["candidate_out"] = json!(out);
+            body["candidate_out"] = json!(seen);
             body["ipc"] = ran.get("ipc").cloned().unwrap_or(Value::Null);
             let result = match self.reference.request(body, deadline) {
                 Ok(Reply::Ok(v)) => Ok((ran, v)),
@@ -1093,22 +1110,23 @@ impl Link<'_> {
     }
 }
 
-/// A copy of the submission in `dir` (a folder the confined worker can read, whatever the
-/// permissions of the submission's own folders), under its own file name.
-fn stage_submission(submission: &Submission, dir: &Path) -> Result<PathBuf, String> {
-    let name = submission
-        .path
-        .file_name()
-        .map_or_else(|| "submission.py".into(), |n| n.to_os_string());
-    let staged = dir.join(name);
+/// A copy of the submission in the exchange (a folder the confined worker can read, whatever
+/// the permissions of the submission's own folders), under its own file name; where the
+/// candidate sees it.
+fn stage_submission(submission: &Submission, exchange: &Exchange) -> Result<PathBuf, String> {
+    let name = submission.path.file_name().map_or_else(
+        || "submission.py".into(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let (staged, seen) = exchange.file(&name);
     std::fs::copy(&submission.path, &staged).map_err(|e| {
         format!(
             "copy {} to {}: {e}",
             submission.path.display(),
-            dir.display()
+            staged.display()
         )
     })?;
-    Ok(staged)
+    Ok(seen)
 }
 
 /// `kernels.mapped`: whether a kernel the candidate worker reports really ran, seen from outside

@@ -2,7 +2,15 @@
 //! compile pool): new PID, mount, network, IPC and UTS namespaces (a user namespace too when
 //! kbench is not root), a private root of read-only bind mounts with a private `/tmp` and
 //! `/dev/shm`, a minimal `/dev` (plus the GPU's device files), a read-only `/proc/sys`, a
-//! separate uid when kbench is root, no capabilities, `no_new_privs`, and rlimits. Built from
+//! separate uid when kbench is root, no capabilities, `no_new_privs`, and rlimits.
+//!
+//! The trusted reference worker runs in such a sandbox too (`beside`), as the same uid but in
+//! the host's PID namespace, and an evaluation's two workers share one folder as their
+//! `/dev/shm`: CUDA IPC needs both. The driver lets a process open another's memory only when
+//! both run as the same user, and the importer reads the exporter's `/dev/shm/cuda.shm.<uid>.<pid>`
+//! file (measured: `benchmarks/ipc_probe.sh`); the host PID keeps the reference's file name apart
+//! from the candidate's (PID 1 of its namespace), and the candidate's PID namespace keeps the
+//! reference out of its sight (no signals, no /proc). Built from
 //! util-linux (`unshare`, `mount`, `pivot_root`, `prlimit`, `setpriv`) and `sh`, which base
 //! images carry, so nothing is installed at run time. The worker is PID 1 of its namespace: when
 //! it dies the kernel kills every process it left, so nothing outlives an evaluation.
@@ -136,20 +144,46 @@ impl Confinement {
     }
 
     /// `spec` run inside the sandbox, with `writable` (host paths) bound read-write at the same
-    /// place; unchanged when unconfined.
-    pub fn wrap(&self, spec: &Spawn, writable: &[PathBuf]) -> Spawn {
+    /// place, and `shm` (a host folder) as its `/dev/shm` where given (else a private one);
+    /// unchanged when unconfined.
+    pub fn wrap(&self, spec: &Spawn, writable: &[PathBuf], shm: Option<&Path>) -> Spawn {
         match &self.jail {
-            Some(jail) => jail.wrap(spec, writable),
+            Some(jail) => jail.wrap(spec, writable, shm, true),
             None => spec.clone(),
         }
     }
 
-    /// Hand `path` (a folder a confined process writes) to the sandbox uid.
-    pub fn give(&self, path: &Path) -> std::io::Result<()> {
-        match self.uid() {
-            Some(uid) => std::os::unix::fs::chown(path, Some(uid), Some(uid)),
-            None => Ok(()),
+    /// A trusted worker run beside a confined one that shares `shm` as its /dev/shm: the same
+    /// sandbox and uid, in the host's PID namespace, writing nothing else; unchanged when
+    /// unconfined.
+    pub fn beside(&self, spec: &Spawn, shm: &Path) -> Spawn {
+        match &self.jail {
+            Some(jail) => jail.wrap(spec, &[], Some(shm), false),
+            None => spec.clone(),
         }
+    }
+
+    /// Where a process started by `wrap` with `shm` sees that folder.
+    pub fn seen(&self, shm: &Path) -> PathBuf {
+        match &self.jail {
+            Some(_) => PathBuf::from("/dev/shm"),
+            None => shm.to_path_buf(),
+        }
+    }
+
+    /// Hand `path` (a folder a confined process writes) and everything in it to the sandbox uid:
+    /// a cached build may come from another run or machine, owned by whoever copied it.
+    pub fn give(&self, path: &Path) -> std::io::Result<()> {
+        let Some(uid) = self.uid() else {
+            return Ok(());
+        };
+        std::os::unix::fs::lchown(path, Some(uid), Some(uid))?;
+        if std::fs::symlink_metadata(path)?.is_dir() {
+            for entry in std::fs::read_dir(path)? {
+                self.give(&entry?.path())?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -194,7 +228,7 @@ impl Jail {
             "user namespace".into()
         };
         format!(
-            "namespaces (pid, mount, net, ipc, uts), {who}, no capabilities, read-only root with private /tmp, rlimits (files, processes, file size{})",
+            "namespaces (pid, mount, net, ipc, uts), {who}, no capabilities, read-only root with private /tmp, rlimits (files, processes, file size{}); the reference worker beside it, as the same uid, shares its /dev/shm",
             if self.gpu { "" } else { ", address space" }
         )
     }
@@ -208,7 +242,7 @@ impl Jail {
             log: PathBuf::new(),
             cwd: std::env::temp_dir(),
         };
-        let wrapped = self.wrap(&spec, &[]);
+        let wrapped = self.wrap(&spec, &[], None, true);
         let out = Command::new(&wrapped.python)
             .args(&wrapped.args)
             .stdin(Stdio::null())
@@ -222,7 +256,7 @@ impl Jail {
     }
 
     /// The shell script that builds the private root and drops privileges, then runs "$@".
-    fn script(&self, writable: &[PathBuf]) -> String {
+    fn script(&self, writable: &[PathBuf], shm: Option<&Path>, own_pids: bool) -> String {
         let mut s = String::from(
             "set -e\n\
              b() { mkdir -p \"$R$2\"; mount --rbind \"$1\" \"$R$2\"; \
@@ -261,8 +295,17 @@ impl Jail {
             s += &format!("d {}\n", quote(dev));
         }
         s += "mount -t tmpfs -o mode=1777,nosuid,nodev kbench-tmp \"$R/tmp\"\n";
-        s += "mount -t tmpfs -o mode=1777,nosuid,nodev kbench-shm \"$R/dev/shm\"\n";
-        s += "mount -t proc -o nosuid,nodev,noexec proc \"$R/proc\"\n";
+        match shm {
+            Some(dir) => s += &format!("w {} /dev/shm\n", quote(&dir.display().to_string())),
+            None => s += "mount -t tmpfs -o mode=1777,nosuid,nodev kbench-shm \"$R/dev/shm\"\n",
+        }
+        // A fresh /proc shows the PID namespace it is mounted in; without one of its own (and in
+        // a user namespace, which may not mount the host's) the host's is bound instead.
+        if own_pids {
+            s += "mount -t proc -o nosuid,nodev,noexec proc \"$R/proc\"\n";
+        } else {
+            s += "mount --rbind /proc \"$R/proc\"\n";
+        }
         s += "mount --bind \"$R/proc/sys\" \"$R/proc/sys\"; mount -o remount,bind,ro \"$R/proc/sys\"\n";
         // Paths under each other are bound outer first.
         let mut binds: Vec<(String, bool)> = self
@@ -300,25 +343,32 @@ impl Jail {
         s
     }
 
-    fn wrap(&self, spec: &Spawn, writable: &[PathBuf]) -> Spawn {
-        let mut args: Vec<String> = [
-            "--pid",
-            "--fork",
-            "--kill-child",
-            "--mount",
-            "--net",
-            "--ipc",
-            "--uts",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    /// `own_pids`: a PID namespace of its own, where the process is PID 1 and takes everything
+    /// it started with it when it ends.
+    fn wrap(
+        &self,
+        spec: &Spawn,
+        writable: &[PathBuf],
+        shm: Option<&Path>,
+        own_pids: bool,
+    ) -> Spawn {
+        let pids = ["--pid", "--fork", "--kill-child"];
+        let mut args: Vec<String> = pids
+            .iter()
+            .filter(|_| own_pids)
+            .chain(&["--mount", "--net", "--ipc", "--uts"])
+            .map(|s| s.to_string())
+            .collect();
         if !self.as_root {
             args.push("--user".into());
             args.push("--map-root-user".into());
         }
         args.extend(["--propagation".into(), "private".into()]);
-        args.extend(["sh".into(), "-c".into(), self.script(writable)]);
+        args.extend([
+            "sh".into(),
+            "-c".into(),
+            self.script(writable, shm, own_pids),
+        ]);
         args.push("kbench-sandbox".into());
         args.push(spec.python.clone());
         args.extend(spec.args.iter().cloned());
@@ -403,7 +453,8 @@ mod tests {
         assert!(c.jail.is_none());
         assert!(c.label.starts_with("none"));
         let spec = Spawn::role("py", Path::new("/w"), "candidate", "l".into(), "/".into());
-        assert_eq!(c.wrap(&spec, &[]).python, "py");
+        assert_eq!(c.wrap(&spec, &[], None).python, "py");
+        assert_eq!(c.seen(Path::new("/x/exchange")), Path::new("/x/exchange"));
     }
 
     /// On a host that allows the namespaces (CI does: the end-to-end corpus needs them), a
@@ -427,15 +478,19 @@ mod tests {
                 mountpoint: mnt.clone(),
             };
             let rw = dir.path().join(format!("rw-{as_root}"));
-            std::fs::create_dir(&rw).unwrap();
+            let shm = dir.path().join(format!("shm-{as_root}"));
             let c = Confinement {
                 jail: Some(jail.clone()),
                 label: String::new(),
             };
-            c.give(&rw).unwrap();
+            for d in [&rw, &shm] {
+                std::fs::create_dir(d).unwrap();
+                c.give(d).unwrap();
+            }
             let inner = format!(
                 "ls /proc | grep -c '^[0-9]'; touch {ro}/x 2>/dev/null && echo ro-written; \
                  touch {rw}/y && echo rw-written; touch /tmp/z && echo tmp-written; \
+                 touch /dev/shm/s && echo shm-written; \
                  tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; id -u",
                 ro = ro.display(),
                 rw = rw.display()
@@ -447,7 +502,7 @@ mod tests {
                 log: PathBuf::new(),
                 cwd: std::env::temp_dir(),
             };
-            let wrapped = jail.wrap(&spec, std::slice::from_ref(&rw));
+            let wrapped = jail.wrap(&spec, std::slice::from_ref(&rw), Some(&shm), true);
             let out = Command::new(&wrapped.python)
                 .args(&wrapped.args)
                 .output()
@@ -466,9 +521,99 @@ mod tests {
                 text.contains("rw-written") && text.contains("tmp-written"),
                 "{text}"
             );
+            // The shared folder is its /dev/shm, as the other worker of an evaluation sees it.
+            assert!(text.contains("shm-written"), "{text}");
+            assert!(shm.join("s").exists(), "{text}");
             assert_eq!(lines[lines.len() - 2].trim(), "lo", "{text}");
             let uid = if as_root { "65534" } else { "0" };
             assert_eq!(lines[lines.len() - 1], uid, "{text}");
+        }
+    }
+
+    /// The trusted worker beside a confined one runs as the same uid, sees their shared folder
+    /// as /dev/shm, and keeps the host's PIDs (more processes than a namespace of its own).
+    #[test]
+    fn beside_shares_the_uid_and_dev_shm_in_the_hosts_pids() {
+        let dir = tempfile::tempdir().unwrap();
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        // SAFETY: plain syscall without arguments.
+        let root = unsafe { libc::geteuid() } == 0;
+        for as_root in [true, false].into_iter().filter(|r| root || !r) {
+            let c = Confinement {
+                jail: Some(Jail {
+                    readonly: Vec::new(),
+                    as_root,
+                    gpu: false,
+                    mountpoint: mnt.clone(),
+                }),
+                label: String::new(),
+            };
+            let shm = dir.path().join(format!("shm-{as_root}"));
+            std::fs::create_dir(&shm).unwrap();
+            c.give(&shm).unwrap();
+            std::fs::write(shm.join("from-candidate"), b"").unwrap();
+            let spec = Spawn {
+                python: "sh".into(),
+                args: vec![
+                    "-c".into(),
+                    "id -u; ls /dev/shm; ls /proc | grep -c '^[0-9]'".into(),
+                ],
+                env: Vec::new(),
+                log: PathBuf::new(),
+                cwd: std::env::temp_dir(),
+            };
+            let wrapped = c.beside(&spec, &shm);
+            let out = Command::new(&wrapped.python)
+                .args(&wrapped.args)
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let lines: Vec<&str> = text.lines().collect();
+            let uid = if as_root { "65534" } else { "0" };
+            assert_eq!(lines[0], uid, "{text}");
+            assert_eq!(lines[1], "from-candidate", "{text}");
+            let processes: u32 = lines[2].parse().unwrap();
+            assert!(processes > 3, "sees only {processes} processes: {text}");
+            assert_eq!(c.seen(&shm), Path::new("/dev/shm"));
+        }
+    }
+
+    /// A folder handed over (a cached build copied from elsewhere) is the sandbox uid's all the
+    /// way down. Only root can give files away, so elsewhere there is nothing to check.
+    #[test]
+    fn give_hands_over_the_whole_tree() {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: plain syscall without arguments.
+        if unsafe { libc::geteuid() } != 0 {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let deep = dir.path().join("torch_extensions/ext");
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::write(deep.join("ext.so"), b"").unwrap();
+        let c = Confinement {
+            jail: Some(Jail {
+                readonly: Vec::new(),
+                as_root: true,
+                gpu: false,
+                mountpoint: dir.path().join("mnt"),
+            }),
+            label: String::new(),
+        };
+        c.give(dir.path()).unwrap();
+        for p in [dir.path(), &deep, &deep.join("ext.so")] {
+            assert_eq!(
+                std::fs::metadata(p).unwrap().uid(),
+                SANDBOX_UID,
+                "{}",
+                p.display()
+            );
         }
     }
 
@@ -480,9 +625,14 @@ mod tests {
             gpu: false,
             mountpoint: "/c/sandbox-root".into(),
         };
-        let script = jail.script(&["/x/exchange".into()]);
+        let script = jail.script(&["/x/builds".into()], None, true);
         assert!(script.contains("b '/opt/py' '/opt/py'"), "{script}");
-        assert!(script.contains("w '/x/exchange' '/x/exchange'"), "{script}");
+        assert!(script.contains("w '/x/builds' '/x/builds'"), "{script}");
+        assert!(script.contains("kbench-shm"), "{script}");
+        let shared = jail.script(&[], Some(Path::new("/x/exchange")), false);
+        assert!(shared.contains("w '/x/exchange' /dev/shm"), "{shared}");
+        assert!(!shared.contains("kbench-shm"), "{shared}");
+        assert!(shared.contains("mount --rbind /proc"), "{shared}");
         assert!(script.contains("--reuid=65534"), "{script}");
         assert!(script.contains("--as="), "{script}");
         assert!(script.contains("pivot_root . ."), "{script}");

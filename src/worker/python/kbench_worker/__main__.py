@@ -1,6 +1,7 @@
 """python -m kbench_worker {compile|reference|candidate|probe|inspect|check|ceilings}"""
 
 import faulthandler
+import os
 import sys
 import time
 
@@ -21,6 +22,10 @@ def main():
 
         PR_SET_DUMPABLE = 4
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    if role == "compile":
+        # Builds (and the compilers they start) yield the CPU to the evaluating slots' workers,
+        # whose start-up and load the pool's parallel builds otherwise slow several-fold.
+        os.nice(10)
     channel = Channel()
     if role == "compile":
         from . import compile as worker
