@@ -150,6 +150,149 @@ pub fn cache_dir() -> PathBuf {
     base.join("kbench")
 }
 
+/// The device (`--device`, CUDA where torch sees a GPU) and the GPUs to use (`--gpus`, else all).
+fn devices(args: &EvalArgs, probe: &Probe, python: &str) -> Result<(Device, Vec<u32>)> {
+    let device = match args.device {
+        DeviceArg::Cpu => Device::Cpu,
+        DeviceArg::Cuda if !probe.cuda_available() => {
+            return Err(Error::Usage(format!(
+                "use --device cuda: torch at {python} sees no GPU (run `kbench doctor`)"
+            )))
+        }
+        DeviceArg::Cuda => Device::Cuda,
+        DeviceArg::Auto if probe.cuda_available() => Device::Cuda,
+        DeviceArg::Auto => Device::Cpu,
+    };
+    let visible = probe.gpu_count();
+    let gpus = match device {
+        Device::Cpu => Vec::new(),
+        Device::Cuda if args.gpus.is_empty() => (0..visible as u32).collect(),
+        Device::Cuda => {
+            if let Some(g) = args.gpus.iter().find(|g| **g as usize >= visible) {
+                return Err(Error::Usage(format!(
+                    "use GPU {g}: torch sees {visible} GPU(s)"
+                )));
+            }
+            args.gpus.clone()
+        }
+    };
+    Ok((device, gpus))
+}
+
+/// Tolerances, trials, samples, interval target and budget within their ranges.
+fn check_numbers(args: &EvalArgs) -> Result<()> {
+    for (name, value) in [("--atol", args.atol), ("--rtol", args.rtol)] {
+        if value.is_some_and(|v| !(v >= 0.0 && v.is_finite())) {
+            return Err(Error::Usage(format!("{name} must be a finite number >= 0")));
+        }
+    }
+    if args.trials == 0 {
+        return Err(Error::Usage("--trials must be at least 1".into()));
+    }
+    if args.max_samples < 2 {
+        return Err(Error::Usage("--max-samples must be at least 2".into()));
+    }
+    if !(args.ci_target > 0.0 && args.ci_target < 1.0) {
+        return Err(Error::Usage(
+            "--ci-target must be in (0, 1), e.g. 0.01".into(),
+        ));
+    }
+    if !(args.budget.is_finite() && args.budget > 0.0) {
+        return Err(Error::Usage(
+            "--budget must be a positive number of seconds".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn timeouts(args: &EvalArgs) -> Result<Timeouts> {
+    let seconds = |name: &str, s: f64| {
+        if s > 0.0 && s.is_finite() {
+            Ok(Duration::from_secs_f64(s))
+        } else {
+            Err(Error::Usage(format!(
+                "{name} must be a positive number of seconds"
+            )))
+        }
+    };
+    Ok(Timeouts {
+        compile: seconds("--timeout-compile", args.timeout_compile)?,
+        load: seconds("--timeout-load", args.timeout_load)?,
+        call: seconds("--timeout-call", args.timeout_call)?,
+    })
+}
+
+/// `--lock-clocks`: None, the base clock (Some(None)) or a frequency in MHz, on a GPU only.
+fn lock_clocks(args: &EvalArgs, device: Device) -> Result<Option<Option<u32>>> {
+    Ok(match args.lock_clocks.as_deref() {
+        None => None,
+        Some(_) if device != Device::Cuda => {
+            return Err(Error::Usage(
+                "--lock-clocks needs a GPU (--device cuda)".into(),
+            ))
+        }
+        Some("base") => Some(None),
+        Some(mhz) => Some(Some(mhz.parse().map_err(|_| {
+            Error::Usage(format!(
+                "--lock-clocks {mhz}: expected base or a frequency in MHz"
+            ))
+        })?)),
+    })
+}
+
+/// The run's folder: `--out`, else `reports/<run id>`; `--resume` needs `--out`.
+fn out_dir(args: &EvalArgs, run_id: &str) -> Result<PathBuf> {
+    if args.resume && args.out.is_none() {
+        return Err(Error::Usage(
+            "--resume needs --out DIR, the folder of the run to continue".into(),
+        ));
+    }
+    absolute(
+        &args
+            .out
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("reports").join(run_id)),
+    )
+}
+
+impl From<ModeArg> for Mode {
+    fn from(mode: ModeArg) -> Mode {
+        match mode {
+            ModeArg::Offline => Mode::Offline,
+            ModeArg::Kernelbench => Mode::KernelBench,
+            ModeArg::Server => Mode::Server,
+        }
+    }
+}
+
+impl From<LibraryPolicyArg> for LibraryPolicy {
+    fn from(policy: LibraryPolicyArg) -> LibraryPolicy {
+        match policy {
+            LibraryPolicyArg::Strict => LibraryPolicy::Strict,
+            LibraryPolicyArg::Partial => LibraryPolicy::Partial,
+            LibraryPolicyArg::Any => LibraryPolicy::Any,
+        }
+    }
+}
+
+/// Whether torch.compile is timed too (`--baseline eager,compile`; eager always, offline only).
+fn compile_baseline(args: &EvalArgs) -> Result<bool> {
+    if !args.baseline.contains(&BaselineArg::Eager) {
+        return Err(Error::Usage(
+            "use --baseline without eager: every speedup is first against the eager reference"
+                .into(),
+        ));
+    }
+    let compile = args.baseline.contains(&BaselineArg::Compile);
+    if compile && args.mode != ModeArg::Offline {
+        return Err(Error::Usage(
+            "time --baseline compile outside the offline mode: kernelbench and server time eager only"
+                .into(),
+        ));
+    }
+    Ok(compile)
+}
+
 /// `NAME=VALUE` with VALUE a JSON value (numbers, lists for tuples, "strings"); bare words are strings.
 fn parse_set(raw: &str) -> Result<(String, Value)> {
     let (name, value) = raw.split_once('=').ok_or_else(|| {
@@ -201,114 +344,23 @@ impl Config {
             .tasks
             .as_ref()
             .map_or("bundled".into(), |p| p.display().to_string());
-        let device = match args.device {
-            DeviceArg::Cpu => Device::Cpu,
-            DeviceArg::Cuda if !probe.cuda_available() => {
-                return Err(Error::Usage(format!(
-                    "use --device cuda: torch at {python} sees no GPU (run `kbench doctor`)"
-                )))
-            }
-            DeviceArg::Cuda => Device::Cuda,
-            DeviceArg::Auto if probe.cuda_available() => Device::Cuda,
-            DeviceArg::Auto => Device::Cpu,
-        };
-        let visible = probe.gpu_count();
-        let gpus = match device {
-            Device::Cpu => Vec::new(),
-            Device::Cuda if args.gpus.is_empty() => (0..visible as u32).collect(),
-            Device::Cuda => {
-                if let Some(g) = args.gpus.iter().find(|g| **g as usize >= visible) {
-                    return Err(Error::Usage(format!(
-                        "use GPU {g}: torch sees {visible} GPU(s)"
-                    )));
-                }
-                args.gpus.clone()
-            }
-        };
+        let (device, gpus) = devices(args, probe, &python)?;
         let (precision, tolerance) = match args.precision {
             PrecisionArg::Fp32 => ("fp32", 1e-4),
             PrecisionArg::Fp16 => ("fp16", 1e-2),
             PrecisionArg::Bf16 => ("bf16", 1e-2),
         };
-        for (name, value) in [("--atol", args.atol), ("--rtol", args.rtol)] {
-            if value.is_some_and(|v| !(v >= 0.0 && v.is_finite())) {
-                return Err(Error::Usage(format!("{name} must be a finite number >= 0")));
-            }
-        }
-        if args.trials == 0 {
-            return Err(Error::Usage("--trials must be at least 1".into()));
-        }
-        if args.max_samples < 2 {
-            return Err(Error::Usage("--max-samples must be at least 2".into()));
-        }
-        if !(args.ci_target > 0.0 && args.ci_target < 1.0) {
-            return Err(Error::Usage(
-                "--ci-target must be in (0, 1), e.g. 0.01".into(),
-            ));
-        }
-        if !(args.budget.is_finite() && args.budget > 0.0) {
-            return Err(Error::Usage(
-                "--budget must be a positive number of seconds".into(),
-            ));
-        }
-        let seconds = |name: &str, s: f64| {
-            if s > 0.0 && s.is_finite() {
-                Ok(Duration::from_secs_f64(s))
-            } else {
-                Err(Error::Usage(format!(
-                    "{name} must be a positive number of seconds"
-                )))
-            }
-        };
-        let timeouts = Timeouts {
-            compile: seconds("--timeout-compile", args.timeout_compile)?,
-            load: seconds("--timeout-load", args.timeout_load)?,
-            call: seconds("--timeout-call", args.timeout_call)?,
-        };
-        let lock_clocks = match args.lock_clocks.as_deref() {
-            None => None,
-            Some(_) if device != Device::Cuda => {
-                return Err(Error::Usage(
-                    "--lock-clocks needs a GPU (--device cuda)".into(),
-                ))
-            }
-            Some("base") => Some(None),
-            Some(mhz) => Some(Some(mhz.parse().map_err(|_| {
-                Error::Usage(format!(
-                    "--lock-clocks {mhz}: expected base or a frequency in MHz"
-                ))
-            })?)),
-        };
+        check_numbers(args)?;
+        let timeouts = timeouts(args)?;
+        let lock_clocks = lock_clocks(args, device)?;
         let mut sets = Map::new();
         for raw in &args.sets {
             let (k, v) = parse_set(raw)?;
             sets.insert(k, v);
         }
-        if !args.baseline.contains(&BaselineArg::Eager) {
-            return Err(Error::Usage(
-                "use --baseline without eager: every speedup is first against the eager reference"
-                    .into(),
-            ));
-        }
-        let compile_baseline = args.baseline.contains(&BaselineArg::Compile);
-        if compile_baseline && args.mode != ModeArg::Offline {
-            return Err(Error::Usage(
-                "time --baseline compile outside the offline mode: kernelbench and server time eager only"
-                    .into(),
-            ));
-        }
+        let compile_baseline = compile_baseline(args)?;
         let run_id = chrono::Local::now().format("run-%Y%m%d-%H%M%S").to_string();
-        if args.resume && args.out.is_none() {
-            return Err(Error::Usage(
-                "--resume needs --out DIR, the folder of the run to continue".into(),
-            ));
-        }
-        let out = absolute(
-            &args
-                .out
-                .clone()
-                .unwrap_or_else(|| PathBuf::from("reports").join(&run_id)),
-        )?;
+        let out = out_dir(args, &run_id)?;
         let from_file = args.seed_file.as_deref().map(read_seed).transpose()?;
         if args.shard.is_some() && args.seed.is_none() && from_file.is_none() {
             return Err(Error::Usage(
@@ -336,11 +388,7 @@ impl Config {
             ci_target: args.ci_target,
             max_samples: args.max_samples,
             budget: Duration::from_secs_f64(args.budget),
-            mode: match args.mode {
-                ModeArg::Offline => Mode::Offline,
-                ModeArg::Kernelbench => Mode::KernelBench,
-                ModeArg::Server => Mode::Server,
-            },
+            mode: args.mode.into(),
             compile_baseline,
             seed: args.seed.or(from_file).unwrap_or_else(|| {
                 use rand::RngCore;
@@ -360,11 +408,7 @@ impl Config {
                 crate::stats::DELTA_SHARED
             },
             lock_clocks,
-            library_policy: match args.library_policy {
-                LibraryPolicyArg::Strict => LibraryPolicy::Strict,
-                LibraryPolicyArg::Partial => LibraryPolicy::Partial,
-                LibraryPolicyArg::Any => LibraryPolicy::Any,
-            },
+            library_policy: args.library_policy.into(),
         })
     }
 
