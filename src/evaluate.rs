@@ -374,6 +374,34 @@ impl Python<'_> {
 
 type WarmReply = Result<Reply, Failure>;
 
+impl Python<'_> {
+    /// Run a compile worker (`spec`): import the submission (`request`), then warm it up where
+    /// it defined ModelNew. The worker's reply, or the build's failure.
+    fn import_and_warm(
+        &self,
+        spec: &Spawn,
+        request: Value,
+        build: &mut Build,
+    ) -> Result<Value, (BuildStatus, String)> {
+        let mut w = self.start(spec).map_err(|e| (BuildStatus::Crashed, e))?;
+        let reply = w.request(request.clone(), self.config.timeouts.compile);
+        let reply = match reply {
+            Ok(Reply::Ok(v)) if v["has_model_new"] == true => self.warm(&mut w, request, v, build),
+            other => other,
+        };
+        w.finish();
+        match reply {
+            Ok(Reply::Ok(v)) => Ok(v),
+            Ok(Reply::Err(e)) if e.kind == "syntax" || e.kind == "build" => {
+                Err((BuildStatus::Failed, e.message))
+            }
+            Ok(Reply::Err(e)) => Err((BuildStatus::ImportFailed, e.message)),
+            Err(f @ Failure::Timeout(_)) => Err((BuildStatus::Timeout, f.to_string())),
+            Err(f) => Err((BuildStatus::Crashed, f.to_string())),
+        }
+    }
+}
+
 fn first_line(text: &str) -> String {
     text.lines()
         .next()
@@ -445,33 +473,10 @@ impl Backend for Python<'_> {
         let mut request = self.request_base(task, "compile");
         request["submission"] = json!(staged);
         let spec = self.spec("compile", &log, env);
-        let outcome = self
-            .start(&self.confinement.wrap(
-                &spec,
-                std::slice::from_ref(&dir),
-                Some(stage.dir.path()),
-            ))
-            .map_err(|e| (BuildStatus::Crashed, e))
-            .and_then(|mut w| {
-                let reply = w.request(request.clone(), self.config.timeouts.compile);
-                let reply = match reply {
-                    Ok(Reply::Ok(v)) if v["has_model_new"] == true => {
-                        self.warm(&mut w, request, v, &mut build)
-                    }
-                    other => other,
-                };
-                w.finish();
-                match reply {
-                    Ok(Reply::Ok(v)) => Ok(v),
-                    Ok(Reply::Err(e)) if e.kind == "syntax" || e.kind == "build" => {
-                        Err((BuildStatus::Failed, e.message))
-                    }
-                    Ok(Reply::Err(e)) => Err((BuildStatus::ImportFailed, e.message)),
-                    Err(f @ Failure::Timeout(_)) => Err((BuildStatus::Timeout, f.to_string())),
-                    Err(f) => Err((BuildStatus::Crashed, f.to_string())),
-                }
-            });
-        match outcome {
+        let spec = self
+            .confinement
+            .wrap(&spec, std::slice::from_ref(&dir), Some(stage.dir.path()));
+        match self.import_and_warm(&spec, request, &mut build) {
             Ok(v) => {
                 build.kernels = serde_json::from_value(v["kernels"].clone()).unwrap_or_default();
                 build.pool_compiled =
@@ -611,50 +616,8 @@ impl Python<'_> {
         let _ = std::fs::rename(&logs[1], &cand_log);
         eval.logs = vec![ref_rel, cand_rel];
         let started = Instant::now();
-
-        let device = cfg.device.torch_name();
-        let mut load = self.request_base(task, "load");
-        load["device"] = json!(device);
-        load["precision"] = json!(cfg.precision);
-        load["atol"] = json!(cfg.atol);
-        load["rtol"] = json!(cfg.rtol);
-        let mut cand_load = load.clone();
-        let staged = stage_submission(sub, &exchange).map_err(skipped)?;
-        cand_load["submission"] = json!(staged);
-        cand_load["env"] = self
-            .build_env(sub)
-            .into_iter()
-            .map(|(k, v)| (k, Value::String(v)))
-            .collect();
-
-        // Both load at once; the reference's failure decides first (it is not the submission's fault).
-        let loads = std::thread::scope(|s| {
-            let r = s.spawn(|| reference.request(load, cfg.timeouts.load));
-            let c = candidate.request(cand_load, cfg.timeouts.load + cfg.timeouts.compile);
-            (r.join().expect("reference load thread"), c)
-        });
-        self.refill(slot);
-        let constants = match loads.0 {
-            Ok(Reply::Ok(v)) => v["constants"].clone(),
-            Ok(Reply::Err(e)) if e.kind == "oom" => {
-                return Err(skipped(format!(
-                    "the reference does not fit: {}",
-                    e.message
-                )))
-            }
-            Ok(Reply::Err(e)) => {
-                return Err(skipped(format!(
-                    "the reference failed to load: {}",
-                    e.message
-                )))
-            }
-            Err(f) => return Err(verdict::of_reference_death(&f)),
-        };
-        let loaded = match loads.1 {
-            Ok(Reply::Ok(v)) => v,
-            Ok(Reply::Err(e)) => return Err((verdict::of_worker_error(&e), e.message)),
-            Err(f) => return Err((verdict::of_failure(&f), f.to_string())),
-        };
+        let loads = self.load(task, sub, slot, &mut reference, &mut candidate, &exchange);
+        let (constants, loaded) = loads?;
         eval.phases.worker_startup_s = loaded["startup_s"].as_f64();
         slot_compiled(eval, &loaded);
         for check in reply_checks(&loaded) {
@@ -677,27 +640,7 @@ impl Python<'_> {
             exchange: &exchange,
         };
         let verified = self.verify(task, &mut link, eval, &constants);
-        // How outputs crossed from the (confined) candidate to the reference worker.
-        merge_check(
-            &mut eval.checks,
-            Check {
-                name: "harness.transfer".into(),
-                outcome: if cfg.device == Device::Cuda && *link.transport == "file" {
-                    Outcome::Warn
-                } else {
-                    Outcome::Pass
-                },
-                evidence: match *link.transport {
-                    "ipc" => "CUDA IPC".into(),
-                    _ if cfg.device == Device::Cuda => {
-                        "a tensors-only file (CUDA IPC failed)".into()
-                    }
-                    _ => "a tensors-only file".into(),
-                },
-                seconds: 0.0,
-                runs: 1,
-            },
-        );
+        merge_check(&mut eval.checks, transfer_check(cfg.device, link.transport));
         verified?;
         eval.phases.correctness_s = started.elapsed().as_secs_f64();
 
@@ -715,7 +658,78 @@ impl Python<'_> {
             self.timed_check(r, c, base, transport, exchange)
         })?);
         eval.phases.timing_s = started.elapsed().as_secs_f64();
-        // profile.library_share last: profiling leaves state behind in the process it ran in.
+        self.judge_profiled(task, sub, reference, candidate, kernels, eval)
+    }
+
+    /// Load the task in the reference worker and the submission in the candidate, at once; the
+    /// reference's failure decides first (it is not the submission's fault). Returns the task's
+    /// constants and the candidate's reply.
+    fn load(
+        &self,
+        task: &Task,
+        sub: &Submission,
+        slot: usize,
+        reference: &mut Worker,
+        candidate: &mut Worker,
+        exchange: &Exchange,
+    ) -> Result<(Value, Value), Failed> {
+        let cfg = self.config;
+        let skipped = |why: String| (Verdict::Skipped, why);
+        let mut load = self.request_base(task, "load");
+        load["device"] = json!(cfg.device.torch_name());
+        load["precision"] = json!(cfg.precision);
+        load["atol"] = json!(cfg.atol);
+        load["rtol"] = json!(cfg.rtol);
+        let mut cand_load = load.clone();
+        let staged = stage_submission(sub, exchange).map_err(skipped)?;
+        cand_load["submission"] = json!(staged);
+        cand_load["env"] = self
+            .build_env(sub)
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect();
+        let loads = std::thread::scope(|s| {
+            let r = s.spawn(|| reference.request(load, cfg.timeouts.load));
+            let c = candidate.request(cand_load, cfg.timeouts.load + cfg.timeouts.compile);
+            (r.join().expect("reference load thread"), c)
+        });
+        self.refill(slot);
+        let constants = match loads.0 {
+            Ok(Reply::Ok(v)) => v["constants"].clone(),
+            Ok(Reply::Err(e)) if e.kind == "oom" => {
+                return Err(skipped(format!(
+                    "the reference does not fit: {}",
+                    e.message
+                )))
+            }
+            Ok(Reply::Err(e)) => {
+                return Err(skipped(format!(
+                    "the reference failed to load: {}",
+                    e.message
+                )))
+            }
+            Err(f) => return Err(verdict::of_reference_death(&f)),
+        };
+        match loads.1 {
+            Ok(Reply::Ok(v)) => Ok((constants, v)),
+            Ok(Reply::Err(e)) => Err((verdict::of_worker_error(&e), e.message)),
+            Err(f) => Err((verdict::of_failure(&f), f.to_string())),
+        }
+    }
+
+    /// After timing: one profiled call (`profile.library_share` last, since profiling leaves
+    /// state behind in the process it ran in), whether the reported kernels ran
+    /// (`kernels.mapped`), and the verdict from the kernels' evidence. Ends both workers.
+    fn judge_profiled(
+        &self,
+        task: &Task,
+        sub: &Submission,
+        mut reference: Worker,
+        mut candidate: Worker,
+        kernels: Vec<String>,
+        eval: &mut Evaluation,
+    ) -> Result<(), Failed> {
+        let cfg = self.config;
         let profiled = ask(&mut candidate, self.profile_request(), cfg.timeouts.call)?;
         for check in reply_checks(&profiled) {
             merge_check(&mut eval.checks, check);
@@ -795,7 +809,6 @@ impl Python<'_> {
         constants: &Value,
     ) -> Result<(), Failed> {
         let cfg = self.config;
-        let skipped = |why: String| (Verdict::Skipped, why);
         for index in 0..cfg.trials {
             let probe = Probe {
                 index,
@@ -804,7 +817,7 @@ impl Python<'_> {
             };
             let trial = self.trial(link, &probe, eval)?;
             if trial.uncheckable {
-                return Err(skipped(format!("trial {index}: {}", trial.reason)));
+                return Err((Verdict::Skipped, format!("trial {index}: {}", trial.reason)));
             }
             let failed = (!trial.correct).then(|| format!("trial {index}: {}", trial.reason));
             eval.trials.push(trial);
@@ -812,28 +825,8 @@ impl Python<'_> {
                 return Err((Verdict::Incorrect, reason));
             }
         }
-        let mut index = cfg.trials;
-        // params.perturbation: new parameter values, the same in both workers, and one more trial.
-        let perturb = json!({"cmd": "perturb", "seed": derive_seed(cfg.seed, PERTURB_STREAM)});
-        let ours = match link.reference.request(perturb.clone(), cfg.timeouts.call) {
-            Ok(Reply::Ok(v)) => v,
-            Ok(Reply::Err(e)) => {
-                return Err(skipped(format!(
-                    "the reference failed to perturb its parameters: {}",
-                    e.message
-                )))
-            }
-            Err(f) => return Err(verdict::of_reference_death(&f)),
-        };
-        let theirs = ask(link.candidate, perturb, cfg.timeouts.call)?;
-        if ours["shapes"] != theirs["shapes"] {
-            return Err((
-                Verdict::Incorrect,
-                "params.perturbation: ModelNew's parameters differ from the task's in order or shape".into(),
-            ));
-        }
         let mut variants = Vec::new();
-        if ours["shapes"].as_array().is_some_and(|s| !s.is_empty()) {
+        if self.perturb_params(link)? {
             variants.push(("params.perturbation", Value::Null));
         }
         variants.push((
@@ -848,46 +841,86 @@ impl Python<'_> {
             "inputs.mean_shift",
             json!({"kind": "shifted", "spreads": SHIFT_SPREADS}),
         ));
+        let mut index = cfg.trials;
         for (check, variant) in variants {
-            let started = Instant::now();
-            let what = variant_label(&variant);
-            let probe = Probe {
-                index,
-                variant,
-                deep: false,
-            };
+            self.variant_trial(link, eval, check, variant, index)?;
             index += 1;
-            let trial = self.trial(link, &probe, eval)?;
-            // A reference that overflows or fails on these inputs says nothing about the kernel.
-            let outcome = match (trial.correct, trial.uncheckable) {
-                (true, _) => Outcome::Pass,
-                (false, true) => Outcome::Skip,
-                (false, false) => {
-                    let reason = format!("{check} ({what}): {}", trial.reason);
-                    eval.trials.push(trial);
-                    return Err((Verdict::Incorrect, reason));
-                }
-            };
-            merge_check(
-                &mut eval.checks,
-                Check {
-                    name: check.into(),
-                    outcome,
-                    evidence: format!(
-                        "{what}: {}",
-                        if trial.reason.is_empty() {
-                            "correct"
-                        } else {
-                            &trial.reason
-                        }
-                    ),
-                    seconds: started.elapsed().as_secs_f64(),
-                    runs: 1,
-                },
-            );
-            eval.trials.push(trial);
         }
         self.shape_perturbation(task, link, eval, constants, index)
+    }
+
+    /// `params.perturbation`: new parameter values, the same in both workers (a trial follows).
+    /// Whether the task has parameters to perturb.
+    fn perturb_params(&self, link: &mut Link<'_>) -> Result<bool, Failed> {
+        let cfg = self.config;
+        let perturb = json!({"cmd": "perturb", "seed": derive_seed(cfg.seed, PERTURB_STREAM)});
+        let ours = match link.reference.request(perturb.clone(), cfg.timeouts.call) {
+            Ok(Reply::Ok(v)) => v,
+            Ok(Reply::Err(e)) => {
+                return Err((
+                    Verdict::Skipped,
+                    format!(
+                        "the reference failed to perturb its parameters: {}",
+                        e.message
+                    ),
+                ))
+            }
+            Err(f) => return Err(verdict::of_reference_death(&f)),
+        };
+        let theirs = ask(link.candidate, perturb, cfg.timeouts.call)?;
+        if ours["shapes"] != theirs["shapes"] {
+            return Err((
+                Verdict::Incorrect,
+                "params.perturbation: ModelNew's parameters differ from the task's in order or shape".into(),
+            ));
+        }
+        Ok(ours["shapes"].as_array().is_some_and(|s| !s.is_empty()))
+    }
+
+    /// One trial on perturbed inputs or parameters, recorded as the check `check`. A reference
+    /// that overflows or fails on these inputs says nothing about the kernel: skipped.
+    fn variant_trial(
+        &self,
+        link: &mut Link<'_>,
+        eval: &mut Evaluation,
+        check: &str,
+        variant: Value,
+        index: u32,
+    ) -> Result<(), Failed> {
+        let started = Instant::now();
+        let what = variant_label(&variant);
+        let probe = Probe {
+            index,
+            variant,
+            deep: false,
+        };
+        let trial = self.trial(link, &probe, eval)?;
+        let outcome = match (trial.correct, trial.uncheckable) {
+            (true, _) => Outcome::Pass,
+            (false, true) => Outcome::Skip,
+            (false, false) => {
+                let reason = format!("{check} ({what}): {}", trial.reason);
+                eval.trials.push(trial);
+                return Err((Verdict::Incorrect, reason));
+            }
+        };
+        let result = if trial.reason.is_empty() {
+            "correct"
+        } else {
+            &trial.reason
+        };
+        merge_check(
+            &mut eval.checks,
+            Check {
+                name: check.into(),
+                outcome,
+                evidence: format!("{what}: {result}"),
+                seconds: started.elapsed().as_secs_f64(),
+                runs: 1,
+            },
+        );
+        eval.trials.push(trial);
+        Ok(())
     }
 
     /// `inputs.shape_perturbation`: one more trial with a size constant that only shapes the
@@ -1107,6 +1140,26 @@ impl Link<'_> {
             let _ = std::fs::remove_file(&out);
             return result;
         }
+    }
+}
+
+/// `harness.transfer`: how outputs crossed from the (confined) candidate to the reference
+/// worker; files on a GPU mean CUDA IPC failed.
+fn transfer_check(device: Device, transport: &str) -> Check {
+    Check {
+        name: "harness.transfer".into(),
+        outcome: if device == Device::Cuda && transport == "file" {
+            Outcome::Warn
+        } else {
+            Outcome::Pass
+        },
+        evidence: match transport {
+            "ipc" => "CUDA IPC".into(),
+            _ if device == Device::Cuda => "a tensors-only file (CUDA IPC failed)".into(),
+            _ => "a tensors-only file".into(),
+        },
+        seconds: 0.0,
+        runs: 1,
     }
 }
 

@@ -1110,41 +1110,16 @@ fn half_width(timing: &Timing) -> f64 {
     }
 }
 
-/// The statistics of one comparison: paired bootstrap over rounds for the speedup and its
-/// interval, Hodges-Lehmann and Mann-Whitney as cross-checks, the decision label. Samples the
-/// checked types reject (e.g. a 0 ms event time) fall back to an unpaired bootstrap with no
-/// cross-checks and an INCONCLUSIVE label.
-pub fn summarize(
-    method: String,
-    mut reference: Arm,
-    mut candidate: Arm,
-    seed: u64,
-    delta: f64,
-) -> Timing {
-    let paired = stats::Rounds::from_tagged(
-        &reference.samples_ms,
-        &reference.rounds,
-        &candidate.samples_ms,
-        &candidate.rounds,
-    )
-    .map(|rounds| stats::paired_speedup(&rounds, BOOTSTRAP_RESAMPLES, CI_LEVEL, seed).speedup);
+/// The rank statistics of two arms (Hodges-Lehmann speedup, the one-sided Mann-Whitney p of
+/// "faster"), each arm's outlier counts, and the samples' warnings.
+fn rank_statistics(
+    reference: &mut Arm,
+    candidate: &mut Arm,
+    warnings: &mut Vec<String>,
+) -> (Option<stats::Speedup>, Option<f64>) {
     let arms = stats::Samples::new(reference.samples_ms.clone())
         .and_then(|r| Ok((r, stats::Samples::new(candidate.samples_ms.clone())?)));
-    let (s, label) = match &paired {
-        Ok(s) => (*s, s.decision(delta)),
-        Err(_) => {
-            let s = stats::speedup(
-                &reference.samples_ms,
-                &candidate.samples_ms,
-                BOOTSTRAP_RESAMPLES,
-                CI_LEVEL,
-                seed,
-            );
-            (s, stats::Decision::Inconclusive)
-        }
-    };
-    let mut warnings = Vec::new();
-    let (hodges_lehmann, p_faster) = match &arms {
+    match &arms {
         Ok((r, c)) => {
             reference.outliers = stats::OutlierCounts::from_labels(&stats::tukey_labels(r));
             candidate.outliers = stats::OutlierCounts::from_labels(&stats::tukey_labels(c));
@@ -1170,7 +1145,42 @@ pub fn summarize(
             warnings.push(format!("samples not usable for rank statistics: {e}"));
             (None, None)
         }
+    }
+}
+
+/// The statistics of one comparison: paired bootstrap over rounds for the speedup and its
+/// interval, Hodges-Lehmann and Mann-Whitney as cross-checks, the decision label. Samples the
+/// checked types reject (e.g. a 0 ms event time) fall back to an unpaired bootstrap with no
+/// cross-checks and an INCONCLUSIVE label.
+pub fn summarize(
+    method: String,
+    mut reference: Arm,
+    mut candidate: Arm,
+    seed: u64,
+    delta: f64,
+) -> Timing {
+    let paired = stats::Rounds::from_tagged(
+        &reference.samples_ms,
+        &reference.rounds,
+        &candidate.samples_ms,
+        &candidate.rounds,
+    )
+    .map(|rounds| stats::paired_speedup(&rounds, BOOTSTRAP_RESAMPLES, CI_LEVEL, seed).speedup);
+    let (s, label) = match &paired {
+        Ok(s) => (*s, s.decision(delta)),
+        Err(_) => {
+            let s = stats::speedup(
+                &reference.samples_ms,
+                &candidate.samples_ms,
+                BOOTSTRAP_RESAMPLES,
+                CI_LEVEL,
+                seed,
+            );
+            (s, stats::Decision::Inconclusive)
+        }
     };
+    let mut warnings = Vec::new();
+    let (hodges_lehmann, p_faster) = rank_statistics(&mut reference, &mut candidate, &mut warnings);
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     let mut timing = Timing {
         method,
