@@ -320,24 +320,13 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
         tasks: args.source.tasks.clone(),
         level: None,
     })?;
-    let path = std::path::absolute(&args.path).map_err(|e| Error::read(&args.path, e))?;
     // Read before anything starts: a bad file is the user's to fix, not a run to abandon.
     let published = args
         .published
         .as_deref()
         .map(published::read_csv)
         .transpose()?;
-    let mut found = submission::discover(&path, &tasks, args.task)?;
-    // --level and --only select among the matched files; files of other tasks are not "unmatched".
-    found.submissions.retain(|s| {
-        args.source.level.is_none_or(|l| s.task.level == l)
-            && (args.only.is_empty() || args.only.contains(&s.task))
-    });
-    let shard = args.shard.map(|shard| {
-        let (shard, mine) = shard.select(std::mem::take(&mut found.submissions));
-        found.submissions = mine;
-        shard
-    });
+    let (found, shard) = select(args, &tasks)?;
     let python = config::python(args.python.python.as_deref());
     let cache = config::cache_dir();
     let worker_path = worker::python::worker_path(&cache)?;
@@ -365,69 +354,16 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
     if published.is_some() {
         record.published = published;
     }
-    if config.resume && record.shard != shard {
-        return Err(Error::Usage(format!(
-            "resume {}: it is {}, not {}",
-            out.display(),
-            record
-                .shard
-                .map_or("no shard".into(), |s| format!("shard {s}")),
-            shard.map_or("a whole run".into(), |s| format!("shard {s}")),
-        )));
-    }
+    check_resumed_shard(&config, &record, shard)?;
     record.shard = shard;
     record.environment.ceilings = ceilings.clone();
     std::fs::create_dir_all(out.join("logs")).map_err(|e| Error::write(out, e))?;
-    let done: std::collections::HashSet<(String, String)> = record
-        .evaluations
-        .iter()
-        .map(|e| (e.file.clone(), e.sha256.clone()))
-        .collect();
-    let by_id: std::collections::HashMap<_, _> = tasks.iter().map(|t| (t.id, t)).collect();
-    let work: Vec<(Task, submission::Submission)> = found
-        .submissions
-        .into_iter()
-        .filter(|s| !done.contains(&(s.file.clone(), s.sha256.clone())))
-        .map(|s| ((*by_id[&s.task]).clone(), s))
-        .collect();
-    eprintln!(
-        "kbench {}: {} submission(s) to evaluate on {} ({}), {} already done; reports in {}",
-        env!("CARGO_PKG_VERSION"),
-        work.len(),
-        config.device.torch_name(),
-        if config.gpus.is_empty() {
-            "CPU".to_string()
-        } else {
-            format!("GPU {:?}", config.gpus)
-        },
-        record.evaluations.len(),
-        out.display()
-    );
+    let work = pending(&record, found.submissions, &tasks);
+    announce(&config, work.len(), record.evaluations.len());
     report::write_files(&record, out)?;
 
-    // Static checks of every file first: cheap (no torch), and evidence in each evaluation.
-    let paths: Vec<PathBuf> = work.iter().map(|(_, s)| s.path.clone()).collect();
-    let scanned = check::scan(&config.python, &worker_path, &cache.join("check"), &paths)?;
-    let mut findings: std::collections::HashMap<String, Vec<check::Finding>> = work
-        .iter()
-        .zip(scanned)
-        .map(|((_, s), r)| (s.file.clone(), r.at_least(&check::Severity::Warning)))
-        .collect();
-    // Facts of the tasks at hand (cached per task file): the constants a shape perturbation may
-    // change, and degenerate-task flags recorded with each result.
-    let mut at_hand: Vec<Task> = work.iter().map(|(t, _)| t.clone()).collect();
-    at_hand.dedup_by_key(|t| t.id);
-    let bar = indicatif::ProgressBar::new(at_hand.len() as u64).with_message("task facts");
-    let facts = taskfacts::collect(
-        &at_hand,
-        &config.python,
-        &worker_path,
-        &cache,
-        config.jobs,
-        |_| bar.inc(1),
-    )?;
-    bar.finish_and_clear();
-    let facts: std::collections::HashMap<_, _> = at_hand.iter().map(|t| t.id).zip(facts).collect();
+    let mut findings = static_findings(&config, &worker_path, &cache, &work)?;
+    let facts = facts_at_hand(&config, &worker_path, &cache, &work)?;
     let build_key = format!(
         "torch {} arch {}",
         probe.torch().unwrap_or_default(),
@@ -490,13 +426,133 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
     if let Some(err) = write_error {
         return Err(err);
     }
-    let summary = report::summary::summarize_run(&record);
+    finish(&record, &config)
+}
+
+/// The submission files of the tasks at hand: all matched, or those of `--level`, `--only` (files
+/// of other tasks are not "unmatched") and this `--shard`.
+fn select(
+    args: &EvalArgs,
+    tasks: &[Task],
+) -> Result<(submission::Discovery, Option<shard::Shard>)> {
+    let path = std::path::absolute(&args.path).map_err(|e| Error::read(&args.path, e))?;
+    let mut found = submission::discover(&path, tasks, args.task)?;
+    found.submissions.retain(|s| {
+        args.source.level.is_none_or(|l| s.task.level == l)
+            && (args.only.is_empty() || args.only.contains(&s.task))
+    });
+    let shard = args.shard.map(|shard| {
+        let (shard, mine) = shard.select(std::mem::take(&mut found.submissions));
+        found.submissions = mine;
+        shard
+    });
+    Ok((found, shard))
+}
+
+/// A resumed run keeps its shard: another one's results would mix two runs.
+fn check_resumed_shard(
+    config: &Config,
+    record: &RunRecord,
+    shard: Option<shard::Shard>,
+) -> Result<()> {
+    if config.resume && record.shard != shard {
+        return Err(Error::Usage(format!(
+            "resume {}: it is {}, not {}",
+            config.out.display(),
+            record
+                .shard
+                .map_or("no shard".into(), |s| format!("shard {s}")),
+            shard.map_or("a whole run".into(), |s| format!("shard {s}")),
+        )));
+    }
+    Ok(())
+}
+
+/// The line that opens a run: how much there is to do, where, and where its reports go.
+fn announce(config: &Config, todo: usize, done: usize) {
+    eprintln!(
+        "kbench {}: {todo} submission(s) to evaluate on {} ({}), {done} already done; reports in {}",
+        env!("CARGO_PKG_VERSION"),
+        config.device.torch_name(),
+        if config.gpus.is_empty() {
+            "CPU".to_string()
+        } else {
+            format!("GPU {:?}", config.gpus)
+        },
+        config.out.display()
+    );
+}
+
+/// The submissions not evaluated yet (a resumed run skips files it evaluated with the same
+/// content), each with its task.
+fn pending(
+    record: &RunRecord,
+    submissions: Vec<submission::Submission>,
+    tasks: &[Task],
+) -> Vec<(Task, submission::Submission)> {
+    let done: std::collections::HashSet<(String, String)> = record
+        .evaluations
+        .iter()
+        .map(|e| (e.file.clone(), e.sha256.clone()))
+        .collect();
+    let by_id: std::collections::HashMap<_, _> = tasks.iter().map(|t| (t.id, t)).collect();
+    submissions
+        .into_iter()
+        .filter(|s| !done.contains(&(s.file.clone(), s.sha256.clone())))
+        .map(|s| ((*by_id[&s.task]).clone(), s))
+        .collect()
+}
+
+/// Static checks of every file, before anything runs: cheap (no torch), and evidence in each
+/// evaluation (warnings and worse, by file).
+fn static_findings(
+    config: &Config,
+    worker_path: &std::path::Path,
+    cache: &std::path::Path,
+    work: &[(Task, submission::Submission)],
+) -> Result<std::collections::HashMap<String, Vec<check::Finding>>> {
+    let paths: Vec<PathBuf> = work.iter().map(|(_, s)| s.path.clone()).collect();
+    let scanned = check::scan(&config.python, worker_path, &cache.join("check"), &paths)?;
+    Ok(work
+        .iter()
+        .zip(scanned)
+        .map(|((_, s), r)| (s.file.clone(), r.at_least(&check::Severity::Warning)))
+        .collect())
+}
+
+/// Facts of the tasks at hand (cached per task file): the constants a shape perturbation may
+/// change, and degenerate-task flags recorded with each result.
+fn facts_at_hand(
+    config: &Config,
+    worker_path: &std::path::Path,
+    cache: &std::path::Path,
+    work: &[(Task, submission::Submission)],
+) -> Result<std::collections::HashMap<task::TaskId, taskfacts::TaskFacts>> {
+    let mut at_hand: Vec<Task> = work.iter().map(|(t, _)| t.clone()).collect();
+    at_hand.dedup_by_key(|t| t.id);
+    let bar = indicatif::ProgressBar::new(at_hand.len() as u64).with_message("task facts");
+    let facts = taskfacts::collect(
+        &at_hand,
+        &config.python,
+        worker_path,
+        cache,
+        config.jobs,
+        |_| bar.inc(1),
+    )?;
+    bar.finish_and_clear();
+    Ok(at_hand.iter().map(|t| t.id).zip(facts).collect())
+}
+
+/// The run's summary, page and gate, once every evaluation is in: the exit code.
+fn finish(record: &RunRecord, config: &Config) -> Result<ExitCode> {
+    let out = &config.out;
+    let summary = report::summary::summarize_run(record);
     report::write_summary(&summary, out)?;
-    report::write_html(&record, &summary, out)?;
-    let gate = gate::judge(&record, config.min_speedup);
+    report::write_html(record, &summary, out)?;
+    let gate = gate::judge(record, config.min_speedup);
     print!(
         "{}",
-        report::console::final_report(&record, &summary, &gate, out)
+        report::console::final_report(record, &summary, &gate, out)
     );
     Ok(ExitCode::from(if gate.failures.is_empty() {
         EXIT_PASSED
