@@ -148,6 +148,28 @@ fn section(page: &mut String, index: usize, run: &Run<'_>) -> Result<()> {
     page.push_str("<h3>Summary</h3>");
     summary_table(page, run.summary);
     page.push_str("<h3>Plots</h3>");
+    plots(page, index, run)?;
+    page.push_str("<h3>Evaluations</h3>");
+    evaluation_table(page, index, run);
+    if !r.unmatched.is_empty() {
+        page.push_str("<h3>Files matching no task</h3><ul>");
+        for u in &r.unmatched {
+            let _ = write!(
+                page,
+                "<li><code>{}</code>: {}</li>",
+                escape(&u.file),
+                escape(&u.why)
+            );
+        }
+        page.push_str("</ul>");
+    }
+    page.push_str("</section>\n");
+    Ok(())
+}
+
+/// The run's plots, each an inline SVG figure with its caption.
+fn plots(page: &mut String, index: usize, run: &Run<'_>) -> Result<()> {
+    let r = run.record;
     let outcomes = summary::task_outcomes(r);
     let counted: Vec<Option<Speedup>> = outcomes
         .iter()
@@ -193,21 +215,6 @@ fn section(page: &mut String, index: usize, run: &Run<'_>) -> Result<()> {
              </figcaption></figure>"
         );
     }
-    page.push_str("<h3>Evaluations</h3>");
-    evaluation_table(page, index, run);
-    if !r.unmatched.is_empty() {
-        page.push_str("<h3>Files matching no task</h3><ul>");
-        for u in &r.unmatched {
-            let _ = write!(
-                page,
-                "<li><code>{}</code>: {}</li>",
-                escape(&u.file),
-                escape(&u.why)
-            );
-        }
-        page.push_str("</ul>");
-    }
-    page.push_str("</section>\n");
     Ok(())
 }
 
