@@ -83,12 +83,19 @@ pub fn of_failure(failure: &Failure) -> Verdict {
 }
 
 /// The trusted worker died or stopped answering while a candidate ran: the candidate may have
-/// killed it, so it fails; a skip would let it through the gate.
+/// killed it, so it fails; a skip would let it through the gate. A line in its reply pipe
+/// without its key can only be the candidate's: `cheat`.
 pub fn of_reference_death(failure: &Failure) -> (Verdict, String) {
-    (
-        Verdict::Crashed,
-        format!("the reference worker died while the candidate ran: {failure}"),
-    )
+    match of_failure(failure) {
+        Verdict::Cheat => (
+            Verdict::Cheat,
+            format!("the reference worker's reply was forged while the candidate ran: {failure}"),
+        ),
+        _ => (
+            Verdict::Crashed,
+            format!("the reference worker died while the candidate ran: {failure}"),
+        ),
+    }
 }
 
 /// An extension build that raised inside the submission (which may have caught it).

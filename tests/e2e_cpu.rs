@@ -256,7 +256,8 @@ fn fixtures_get_their_expected_verdicts_and_resume_continues() {
 }
 
 /// The sandbox attacks of the corpus are real: unconfined (`--sandbox off`, kbench and its
-/// workers as one user in one set of namespaces) each one reaches the trusted side. Run on a
+/// workers as one user in one set of namespaces) each one reaches the trusted side (the reply
+/// key still refuses the impersonator's answers). Run on a
 /// cache of their own, since one of them rewrites the cached worker code.
 #[test]
 fn attacks_succeed_unconfined() {
@@ -322,12 +323,13 @@ fn attacks_succeed_unconfined() {
         killed.starts_with("crashed the reference worker died"),
         "{killed}"
     );
-    // Its forged replies through the reference's pipes passed all-zeros outputs in every trial.
-    let trials = e("cheat_impersonate_reference.py")["trials"]
-        .as_array()
-        .unwrap()
-        .clone();
-    assert!(!trials.is_empty() && trials.iter().all(|t| t["correct"] == true));
+    // It took the reference's pipes and answered in its place, echoing every nonce; without the
+    // reference's key its replies were refused (they passed all-zeros outputs before the key).
+    let impersonated = verdict("cheat_impersonate_reference.py");
+    assert!(
+        impersonated.starts_with("cheat the reference worker's reply was forged"),
+        "{impersonated}"
+    );
     // It wrote into the cached worker code (a later run writes it again).
     let rewrote = verdict("cheat_rewrite_worker_code.py");
     assert!(rewrote.starts_with("no_kernel"), "{rewrote}");

@@ -75,6 +75,8 @@ pub struct Worker {
     child: Child,
     requests: Option<File>,
     replies: Receiver<std::io::Result<String>>,
+    /// The key its replies are signed with (`protocol::key`).
+    key: String,
     drains: Vec<JoinHandle<()>>,
 }
 
@@ -193,11 +195,17 @@ impl Worker {
                 }
             }
         });
+        let key = protocol::key();
+        let mut requests = File::from(req_write);
+        // The pipe holds the line until the worker reads it, before its first request. A worker
+        // gone already is reported by that request, with how it ended.
+        let _ = requests.write_all(protocol::key_line(&key).as_bytes());
         Ok(Worker {
             child,
-            requests: Some(File::from(req_write)),
+            requests: Some(requests),
             replies,
             drains,
+            key,
         })
     }
 
@@ -213,7 +221,7 @@ impl Worker {
             return Err(Failure::Exited(self.reap()));
         }
         match self.replies.recv_timeout(deadline) {
-            Ok(Ok(line)) => protocol::parse(&line, &nonce).map_err(|why| {
+            Ok(Ok(line)) => protocol::parse(&line, &nonce, &self.key).map_err(|why| {
                 self.kill();
                 Failure::Protocol(why)
             }),

@@ -1,9 +1,13 @@
 //! The wire format shared with `python/kbench_worker/protocol.py`: one JSON object per line,
 //! each carrying the protocol version. Requests are built as JSON values by the caller;
-//! replies are parsed here.
+//! replies are parsed here. Before any request a worker gets a key of its own (`key_line`); every
+//! reply line is `<HMAC-SHA256 of the JSON under that key, hex> <JSON>`, so a line written into a
+//! trusted worker's reply pipe by anything without its key is refused.
 
+use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sha2::Sha256;
 
 pub const VERSION: u32 = 1;
 
@@ -26,14 +30,45 @@ pub enum Reply {
     Err(WorkerError),
 }
 
+/// `n` fresh unpredictable bytes, as hex.
+fn random_hex(n: usize) -> String {
+    use rand::RngCore;
+    let mut bytes = vec![0u8; n];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// A fresh unpredictable token for one request (`harness.result_channel_auth`): the reply must
 /// echo it, so a line a submission writes blindly into the worker's reply pipe is not taken
 /// for the worker's reply.
 pub fn nonce() -> String {
-    use rand::RngCore;
-    let mut bytes = [0u8; 16];
-    rand::rngs::OsRng.fill_bytes(&mut bytes);
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    random_hex(16)
+}
+
+/// A fresh key for one worker's replies (hex). Only kbench and the worker hold it: it travels
+/// on the request pipe, never in the environment or on the command line.
+pub fn key() -> String {
+    random_hex(32)
+}
+
+/// The first line a worker reads: its reply key.
+pub fn key_line(key: &str) -> String {
+    serde_json::json!({"v": VERSION, "key": key}).to_string() + "\n"
+}
+
+/// The MAC of a reply's JSON under `key` (hex), as the worker writes it before the JSON.
+fn mac(key: &str) -> Hmac<Sha256> {
+    Hmac::<Sha256>::new_from_slice(key.as_bytes()).expect("HMAC takes a key of any length")
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 /// Add the version and the request's nonce.
@@ -46,9 +81,20 @@ pub fn request(mut body: Value, nonce: &str) -> Value {
 /// The prefix of the protocol failure for a reply that does not echo its request's nonce.
 pub const FORGED: &str = "harness.result_channel_auth";
 
-/// Parse one reply line to the request that carried `nonce`.
-pub fn parse(line: &str, nonce: &str) -> Result<Reply, String> {
-    let value: Value = serde_json::from_str(line).map_err(|e| format!("reply is not JSON: {e}"))?;
+/// Parse one reply line, signed with `key`, to the request that carried `nonce`.
+pub fn parse(line: &str, nonce: &str, key: &str) -> Result<Reply, String> {
+    let line = line.trim_end_matches('\n');
+    let signed = line.split_once(' ').and_then(|(tag, json)| {
+        let mut m = mac(key);
+        m.update(json.as_bytes());
+        m.verify_slice(&unhex(tag)?).ok().map(|()| json)
+    });
+    let Some(json) = signed else {
+        return Err(format!(
+            "{FORGED}: a reply line not signed with the worker's key (something other than the worker wrote to its reply pipe)"
+        ));
+    };
+    let value: Value = serde_json::from_str(json).map_err(|e| format!("reply is not JSON: {e}"))?;
     if value["v"] != VERSION {
         return Err(format!(
             "reply has protocol version {}, expected {VERSION}",
@@ -72,20 +118,35 @@ pub fn parse(line: &str, nonce: &str) -> Result<Reply, String> {
 mod tests {
     use super::*;
 
+    const KEY: &str = "0f1e2d3c";
+
+    /// A reply line as the worker writes it (kbench_worker/protocol.py).
+    fn signed(json: &str, key: &str) -> String {
+        let mut m = mac(key);
+        m.update(json.as_bytes());
+        let tag: String = m
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        format!("{tag} {json}\n")
+    }
+
     #[test]
     fn parses_replies() {
         let n = "ab12";
+        let p = |json: &str| parse(&signed(json, KEY), n, KEY);
         assert!(
-            matches!(parse(r#"{"v":1,"nonce":"ab12","ok":true,"x":1}"#, n), Ok(Reply::Ok(v)) if v["x"] == 1)
+            matches!(p(r#"{"v":1,"nonce":"ab12","ok":true,"x":1}"#), Ok(Reply::Ok(v)) if v["x"] == 1)
         );
-        let err = parse(
+        let err = p(
             r#"{"v":1,"nonce":"ab12","ok":false,"error":{"kind":"oom","message":"m","fatal":true}}"#,
-            n,
         )
         .unwrap();
         assert!(matches!(err, Reply::Err(WorkerError { fatal: true, .. })));
-        assert!(parse(r#"{"v":2,"nonce":"ab12","ok":true}"#, n).is_err());
-        assert!(parse("not json", n).is_err());
+        assert!(p(r#"{"v":2,"nonce":"ab12","ok":true}"#).is_err());
+        assert!(p("not json").is_err());
     }
 
     #[test]
@@ -94,9 +155,38 @@ mod tests {
             r#"{"v":1,"ok":true}"#,
             r#"{"v":1,"nonce":"other","ok":true}"#,
         ] {
-            let why = parse(line, "ab12").unwrap_err();
+            let why = parse(&signed(line, KEY), "ab12", KEY).unwrap_err();
             assert!(why.starts_with(FORGED), "{why}");
         }
+    }
+
+    /// The right nonce is not enough: a line unsigned, signed with another key, or altered after
+    /// signing is refused.
+    #[test]
+    fn a_reply_without_the_key_is_forged() {
+        let json = r#"{"v":1,"nonce":"ab12","ok":true,"correct":true}"#;
+        let good = signed(json, KEY);
+        let altered = good.replace("true}", "false}");
+        for line in [
+            format!("{json}\n"),
+            signed(json, "another key"),
+            altered,
+            format!("zz {json}\n"),
+        ] {
+            let why = parse(&line, "ab12", KEY).unwrap_err();
+            assert!(why.starts_with(FORGED), "{line}: {why}");
+        }
+        assert!(parse(&good, "ab12", KEY).is_ok());
+    }
+
+    #[test]
+    fn keys_are_fresh_and_travel_as_json() {
+        let (a, b) = (key(), key());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 64);
+        let line: Value = serde_json::from_str(&key_line(&a)).unwrap();
+        assert_eq!(line["key"], a.as_str());
+        assert_eq!(line["v"], VERSION);
     }
 
     #[test]

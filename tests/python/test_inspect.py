@@ -1,5 +1,7 @@
 """The inspect worker role: facts derived from task files (meta at full size, CPU at small size)."""
 
+import hashlib
+import hmac
 import json
 import os
 import subprocess
@@ -103,7 +105,7 @@ def test_worker_role_answers_over_the_protocol(tmp_path):
     (tmp_path / "scale.toml").write_text('["tiny"]\nsmall = { n = 3 }\n')
     req_r, req_w = os.pipe()
     rep_r, rep_w = os.pipe()
-    requests = [{"v": PROTOCOL_VERSION, "cmd": "inspect", "task": str(path)}, {"v": PROTOCOL_VERSION, "cmd": "exit"}]
+    requests = [{"v": PROTOCOL_VERSION, "key": "k3y"}, {"v": PROTOCOL_VERSION, "cmd": "inspect", "task": str(path)}, {"v": PROTOCOL_VERSION, "cmd": "exit"}]
     os.write(req_w, "".join(json.dumps(r) + "\n" for r in requests).encode())
     os.close(req_w)
     env = {**os.environ, "KBENCH_PROTOCOL_FDS": f"{req_r},{rep_w}", "PYTHONPATH": str(ROOT / "src/worker/python")}
@@ -111,8 +113,11 @@ def test_worker_role_answers_over_the_protocol(tmp_path):
     os.close(req_r)
     os.close(rep_w)
     with os.fdopen(rep_r) as replies:
-        (reply,) = [json.loads(line) for line in replies]
+        ((tag, line),) = [line.rstrip("\n").split(" ", 1) for line in replies]
     assert proc.returncode == 0
+    # Signed with the key it was given first: HMAC-SHA256 of the JSON, as kbench checks it.
+    assert tag == hmac.new(b"k3y", line.encode(), hashlib.sha256).hexdigest()
+    reply = json.loads(line)
     assert reply["ok"] is True and reply["v"] == PROTOCOL_VERSION
     facts = reply["facts"]
     assert facts["errors"] == []

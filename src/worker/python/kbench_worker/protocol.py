@@ -2,8 +2,12 @@
 
 kbench passes the request and response fds in KBENCH_PROTOCOL_FDS ("in,out"). Whatever the
 worker or a submission prints goes to stdout/stderr, which kbench captures into a capped log.
+The first line in is the worker's reply key; each reply line is the HMAC-SHA256 of its JSON under
+that key (hex), a space, and the JSON (src/worker/protocol.rs).
 """
 
+import hashlib
+import hmac
 import json
 import os
 import traceback
@@ -16,6 +20,7 @@ class Channel:
         fd_in, fd_out = (int(x) for x in os.environ.pop("KBENCH_PROTOCOL_FDS").split(","))
         self._in = os.fdopen(fd_in, "r", encoding="utf-8")
         self._out = os.fdopen(fd_out, "w", encoding="utf-8")
+        self._key = json.loads(self._in.readline())["key"].encode()
         self.startup_s = None
         self._nonce = None
 
@@ -33,8 +38,14 @@ class Channel:
     def reply(self, body):
         # Echo the request's nonce: kbench takes no reply line without it.
         body = {"v": PROTOCOL_VERSION, "nonce": self._nonce, **body}
-        self._out.write(json.dumps(body, allow_nan=False) + "\n")
+        line = json.dumps(body, allow_nan=False)
+        self._out.write(sign(self._key, line) + " " + line + "\n")
         self._out.flush()
+
+
+def sign(key, line):
+    """The MAC kbench checks a reply line's JSON against."""
+    return hmac.new(key, line.encode(), hashlib.sha256).hexdigest()
 
 
 def error(kind, message, exc=None, fatal=False):
