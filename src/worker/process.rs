@@ -117,6 +117,35 @@ fn drain(mut stream: impl Read + Send + 'static, log: Arc<Mutex<(File, u64)>>) -
     })
 }
 
+/// The reply lines of a worker's pipe, read on a thread of their own (up to `MAX_REPLY_BYTES`
+/// each; a longer or cut-off line ends them with an error).
+fn read_replies(pipe: OwnedFd) -> Receiver<std::io::Result<String>> {
+    let (tx, replies) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(File::from(pipe));
+        loop {
+            let mut line = String::new();
+            match reader.by_ref().take(MAX_REPLY_BYTES).read_line(&mut line) {
+                Ok(0) => break,
+                Ok(_) if !line.ends_with('\n') => {
+                    let _ = tx.send(Err(std::io::Error::other("reply line too long or cut off")));
+                    break;
+                }
+                Ok(_) => {
+                    if tx.send(Ok(line)).is_err() {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    break;
+                }
+            }
+        }
+    });
+    replies
+}
+
 impl Worker {
     pub fn spawn(spec: &Spawn) -> std::io::Result<Worker> {
         let (req_read, req_write) = pipe()?;
@@ -171,30 +200,7 @@ impl Worker {
             drain(child.stdout.take().expect("piped stdout"), log.clone()),
             drain(child.stderr.take().expect("piped stderr"), log),
         ];
-        let (tx, replies) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(File::from(rep_read));
-            loop {
-                let mut line = String::new();
-                match reader.by_ref().take(MAX_REPLY_BYTES).read_line(&mut line) {
-                    Ok(0) => break,
-                    Ok(_) if !line.ends_with('\n') => {
-                        let _ =
-                            tx.send(Err(std::io::Error::other("reply line too long or cut off")));
-                        break;
-                    }
-                    Ok(_) => {
-                        if tx.send(Ok(line)).is_err() {
-                            break;
-                        }
-                    }
-                    Err(e) => {
-                        let _ = tx.send(Err(e));
-                        break;
-                    }
-                }
-            }
-        });
+        let replies = read_replies(rep_read);
         let key = protocol::key();
         let mut requests = File::from(req_write);
         // The pipe holds the line until the worker reads it, before its first request. A worker
