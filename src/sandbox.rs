@@ -1,19 +1,20 @@
 //! Confinement of every process that runs submission code (the candidate worker and the
 //! compile pool): new PID, mount, network, IPC and UTS namespaces (a user namespace too when
-//! kbench is not root), a private root of read-only bind mounts with a private `/tmp` and
-//! `/dev/shm`, a minimal `/dev` (plus the GPU's device files), a read-only `/proc/sys`, a
-//! separate uid when kbench is root, no capabilities, `no_new_privs`, and rlimits.
+//! kbench is not root), a private root of read-only bind mounts with a private `/tmp`, its
+//! exchange folder (or a private tmpfs) as `/dev/shm`, a minimal `/dev` (plus the GPU's device
+//! files), a read-only `/proc/sys`, a separate uid when kbench is root, no capabilities,
+//! `no_new_privs`, and rlimits. Built from util-linux (`unshare`, `mount`, `pivot_root`,
+//! `prlimit`, `setpriv`) and `sh`, which base images carry, so nothing is installed at run time.
+//! The worker is PID 1 of its namespace: when it dies the kernel kills every process it left,
+//! so nothing outlives an evaluation.
 //!
 //! The trusted reference worker runs in such a sandbox too (`beside`), as the same uid but in
 //! the host's PID namespace, and an evaluation's two workers share one folder as their
 //! `/dev/shm`: CUDA IPC needs both. The driver lets a process open another's memory only when
-//! both run as the same user, and the importer reads the exporter's `/dev/shm/cuda.shm.<uid>.<pid>`
-//! file (measured: `benchmarks/ipc_probe.sh`); the host PID keeps the reference's file name apart
-//! from the candidate's (PID 1 of its namespace), and the candidate's PID namespace keeps the
-//! reference out of its sight (no signals, no /proc). Built from
-//! util-linux (`unshare`, `mount`, `pivot_root`, `prlimit`, `setpriv`) and `sh`, which base
-//! images carry, so nothing is installed at run time. The worker is PID 1 of its namespace: when
-//! it dies the kernel kills every process it left, so nothing outlives an evaluation.
+//! both run as the same user, and the importer reads the exporter's
+//! `/dev/shm/cuda.shm.<uid>.<pid>` file (measured: `benchmarks/ipc_probe.sh`); the host PID keeps
+//! the reference's file name apart from the candidate's (PID 1 of its namespace), and the
+//! candidate's PID namespace keeps the reference out of its sight (no signals, no /proc).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
