@@ -362,8 +362,17 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
     announce(&config, work.len(), record.evaluations.len());
     report::write_files(&record, out)?;
 
+    let started = std::time::Instant::now();
     let mut findings = static_findings(&config, &worker_path, &cache, &work)?;
+    let scanned = started.elapsed().as_secs_f64();
     let facts = facts_at_hand(&config, &worker_path, &cache, &work)?;
+    // Before the first build: where a cold start's minutes go.
+    eprintln!(
+        "kbench: static checks of {} file(s) in {scanned:.1} s, facts of {} task(s) in {:.1} s",
+        work.len(),
+        facts.len(),
+        started.elapsed().as_secs_f64() - scanned
+    );
     let build_key = format!(
         "torch {} arch {}",
         probe.torch().unwrap_or_default(),

@@ -359,6 +359,12 @@ fn the_bundled_cpu_example_passes_the_gate() {
     );
     assert_eq!(verdicts(&out), expected(&example));
     assert!(String::from_utf8_lossy(&run.stdout).contains("gate: passed"));
+    // What came before the first build, and how long it took.
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("static checks of 2 file(s) in") && stderr.contains("facts of 2 task(s)"),
+        "{stderr}"
+    );
 
     // Upstream's loop for comparison: same verdicts, timed candidate first, ratio of means.
     let kb = tmp.path().join("kernelbench");
