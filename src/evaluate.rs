@@ -370,11 +370,7 @@ impl Python<'_> {
             }
         }
     }
-}
 
-type WarmReply = Result<Reply, Failure>;
-
-impl Python<'_> {
     /// Run a compile worker (`spec`): import the submission (`request`), then warm it up where
     /// it defined ModelNew. The worker's reply, or the build's failure.
     fn import_and_warm(
@@ -401,6 +397,8 @@ impl Python<'_> {
         }
     }
 }
+
+type WarmReply = Result<Reply, Failure>;
 
 fn first_line(text: &str) -> String {
     text.lines()

@@ -173,13 +173,18 @@ impl Confinement {
     }
 
     /// Hand `path` (a folder a confined process writes) and everything in it to the sandbox uid:
-    /// a cached build may come from another run or machine, owned by whoever copied it.
+    /// a cached build may come from another run or machine, owned by whoever copied it. What is
+    /// the sandbox's already is left as it is (a reused build is walked on every run).
     pub fn give(&self, path: &Path) -> std::io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
         let Some(uid) = self.uid() else {
             return Ok(());
         };
-        std::os::unix::fs::lchown(path, Some(uid), Some(uid))?;
-        if std::fs::symlink_metadata(path)?.is_dir() {
+        let meta = std::fs::symlink_metadata(path)?;
+        if meta.uid() != uid || meta.gid() != uid {
+            std::os::unix::fs::lchown(path, Some(uid), Some(uid))?;
+        }
+        if meta.is_dir() {
             for entry in std::fs::read_dir(path)? {
                 self.give(&entry?.path())?;
             }

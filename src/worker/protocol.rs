@@ -30,12 +30,16 @@ pub enum Reply {
     Err(WorkerError),
 }
 
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// `n` fresh unpredictable bytes, as hex.
 fn random_hex(n: usize) -> String {
     use rand::RngCore;
     let mut bytes = vec![0u8; n];
     rand::rngs::OsRng.fill_bytes(&mut bytes);
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex(&bytes)
 }
 
 /// A fresh unpredictable token for one request (`harness.result_channel_auth`): the reply must
@@ -56,7 +60,7 @@ pub fn key_line(key: &str) -> String {
     serde_json::json!({"v": VERSION, "key": key}).to_string() + "\n"
 }
 
-/// The MAC of a reply's JSON under `key` (hex), as the worker writes it before the JSON.
+/// HMAC-SHA256 under a worker's key (its hex text as the key bytes, as the worker uses it).
 fn mac(key: &str) -> Hmac<Sha256> {
     Hmac::<Sha256>::new_from_slice(key.as_bytes()).expect("HMAC takes a key of any length")
 }
@@ -124,13 +128,7 @@ mod tests {
     fn signed(json: &str, key: &str) -> String {
         let mut m = mac(key);
         m.update(json.as_bytes());
-        let tag: String = m
-            .finalize()
-            .into_bytes()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        format!("{tag} {json}\n")
+        format!("{} {json}\n", hex(&m.finalize().into_bytes()))
     }
 
     #[test]
