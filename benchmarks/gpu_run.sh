@@ -28,7 +28,7 @@ kbench=target/release/kbench
 work=${KBENCH_WORK:-/tmp/kbench-gpu-run}
 python=${KBENCH_PYTHON:-python3}
 case $what in
-  corpus) dir=$work/corpus; rm -rf "$dir"; mkdir -p "$dir"; cp -r benchmarks/example/gpu/. tests/fixtures/gpu/. "$dir/" ;;
+  corpus) dir=$work/corpus-submission; rm -rf "$dir"; mkdir -p "$dir"; cp -r benchmarks/example/gpu/. tests/fixtures/gpu/. "$dir/" ;;
   identity) dir=$work/identity-submission; "$python" benchmarks/identity.py "$dir" >/dev/null ;;
   attacks) dir=$work/attacks-submission; rm -rf "$dir"; mkdir -p "$dir/level1/19_ReLU"
     for f in read_parent_memory kill_reference impersonate_reference outlive_run rewrite_worker_code \

@@ -350,7 +350,6 @@ impl Python<'_> {
         build: &mut Build,
     ) -> WarmReply {
         request["cmd"] = json!("warm");
-        request["device"] = json!(self.config.device.torch_name());
         request["precision"] = json!(self.config.precision);
         build.warmed = "import".into();
         match w.request(request, self.config.timeouts.compile) {
@@ -470,6 +469,7 @@ impl Backend for Python<'_> {
         };
         let mut request = self.request_base(task, "compile");
         request["submission"] = json!(staged);
+        request["device"] = json!(self.config.device.torch_name());
         let spec = self.spec("compile", &log, env);
         let spec = self
             .confinement

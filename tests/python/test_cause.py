@@ -56,3 +56,42 @@ def test_any_other_error_is_its_first_line_clipped():
     assert cause.line(ValueError("\n\nbad value\nmore detail")) == "ValueError: bad value"
     assert len(cause.line(ValueError("x" * 5000))) == cause.LINE_CHARS
     assert cause.line(KeyError()) == "KeyError"
+
+
+def test_a_build_failed_in_the_pool_fails_the_same_in_the_gpu_worker_without_compiling(tmp_path, monkeypatch):
+    import torch.utils.cpp_extension as cpp_extension
+
+    from kbench_worker import kernels
+
+    calls = []
+
+    def failing_load_inline(*args, **kwargs):
+        calls.append(kwargs["name"])
+        raise RuntimeError(GCC)
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    monkeypatch.setattr(cpp_extension, "load_inline", failing_load_inline)
+    monkeypatch.setattr(cpp_extension, "load", failing_load_inline)
+    monkeypatch.setattr(kernels, "_failed", [])
+    kernels.watch_extensions()
+    load = {"name": "relu", "cpp_sources": "int f();", "extra_cuda_cflags": ["-O3"]}
+    native = {"name": "relu", "cpp_sources": "int f();", "extra_cuda_cflags": ["-arch=native"]}
+
+    monkeypatch.setattr(kernels, "remember", True)  # the compile pool
+    for kwargs in (load, native):
+        with pytest.raises(RuntimeError):
+            cpp_extension.load_inline(**kwargs)
+    assert calls == ["relu", "relu"]
+
+    monkeypatch.setattr(kernels, "remember", False)  # the GPU worker
+    with pytest.raises(RuntimeError, match="Error building extension 'relu'"):
+        cpp_extension.load_inline(**load)
+    assert calls == ["relu", "relu"], "the pool's failure is raised again, nothing compiled"
+    with pytest.raises(RuntimeError):
+        cpp_extension.load_inline(**native)
+    assert calls == ["relu", "relu", "relu"], "a build for the GPU at hand is not taken from the pool"
+    with pytest.raises(RuntimeError):
+        cpp_extension.load_inline(**{**load, "cpp_sources": "int g();"})
+    assert len(calls) == 4, "other sources build again"
+    causes = {f["cause"] for f in kernels.failures()}
+    assert causes == {"extension 'relu' failed to build: main.cpp:7:32: error: cannot convert 'float*' to 'int*' in initialization"}

@@ -14,8 +14,13 @@ the same cache. Only a build failure that escapes is a result; anything else (a 
 cannot take fake tensors, a GPU query) just ends the warm-up, and the GPU worker decides.
 Nothing but builds is wanted from it, so it runs no extension function (a call raises
 `StopWarmup`: the build is done by then) and stops after WARM_IDLE_S outside any build.
+
+In a run on a GPU the submission's code sees `torch.cuda.is_available()` true here: published
+kernels commonly build only `if torch.cuda.is_available()`, which would otherwise leave their
+build (or its failure) to the GPU slot.
 """
 
+import contextlib
 import signal
 import traceback
 
@@ -76,6 +81,19 @@ def _guard_extensions():
         setattr(cpp_extension, name, loader)
 
 
+@contextlib.contextmanager
+def _gpu_present(req):
+    """In a run on a GPU, `torch.cuda.is_available()` is true while submission code runs (the
+    pool hides the GPU)."""
+    original = torch.cuda.is_available
+    if req["device"].startswith("cuda"):
+        torch.cuda.is_available = lambda: True
+    try:
+        yield
+    finally:
+        torch.cuda.is_available = original
+
+
 def _idle(signum, frame):
     if _warming and not _building:
         raise StopWarmup(f"the warm-up ran {WARM_IDLE_S} s outside any build")
@@ -84,10 +102,12 @@ def _idle(signum, frame):
 
 def compile_file(req):
     """Import the submission: (module or None, reply)."""
+    kernels.remember = True
     kernels.watch_extensions()
     _guard_extensions()
     try:
-        module = taskfile.load(req["submission"], taskfile.overrides(req["task"], req.get("scale"), req.get("set")), strict=False)
+        with _gpu_present(req):
+            module = taskfile.load(req["submission"], taskfile.overrides(req["task"], req.get("scale"), req.get("set")), strict=False)
     except SyntaxError as exc:
         return None, {"ok": False, "error": error("syntax", f"syntax error: {exc.msg} (line {exc.lineno})", exc)}
     except BaseException as exc:  # noqa: BLE001 - any failure of submission code is a result
@@ -111,7 +131,7 @@ def warm(module, req):
     signal.signal(signal.SIGALRM, _idle)
     signal.setitimer(signal.ITIMER_REAL, WARM_IDLE_S)
     try:
-        with FakeTensorMode(allow_non_fake_inputs=True), torch.device(device):
+        with FakeTensorMode(allow_non_fake_inputs=True), torch.device(device), _gpu_present(req):
             kernels.phase = "__init__"
             init = harness.init_inputs(task)
             harness.seed_generators(42)

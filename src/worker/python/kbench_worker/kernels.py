@@ -9,8 +9,15 @@ line: a module that caught it and fell back to PyTorch is `no_kernel` for that r
 It also records which loads compiled something in this process (ninja ran a step under
 TORCH_EXTENSIONS_DIR) rather than loading what the compile pool had built: the build record's
 `pool_compiled` and `slot_compiled`.
+
+A build that failed in the compile pool is not compiled again on the GPU: the pool leaves its
+error text in the build folder, keyed by the load's arguments, and the same load in the GPU
+worker raises that text at once (a compile that fails takes tens of seconds of the GPU slot,
+and the same sources and flags fail the same way). Loads whose flags name the `native`
+architecture are not remembered: the pool has no GPU to resolve it.
 """
 
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -24,6 +31,8 @@ _failed = []
 _compiled = []
 # Where the submission is: "import", "__init__" or "forward" (set by the candidate worker).
 phase = "import"
+# Whether build failures are left in the build folder: in the compile pool only.
+remember = False
 
 
 def _ninja_steps():
@@ -44,11 +53,15 @@ def watch_extensions():
         def wrapped(*args, __original=original, __name=name, **kwargs):
             ext = kwargs.get("name", args[0] if args else "?")
             before = _ninja_steps()
+            remembered = _failure_file(__name, args, kwargs)
             try:
+                if remembered is not None and remembered.is_file():
+                    raise RuntimeError(remembered.read_text(errors="replace"))
                 module = __original(*args, **kwargs)
             except BaseException as exc:
                 why = cause.build_message(exc) if cause.is_build_failure(exc) else cause.line(exc)
                 _failed.append({"extension": str(ext), "phase": phase, "cause": why})
+                _remember_failure(remembered, exc)
                 raise
             _seen.append(f"cpp_extension.{__name}:{ext}")
             if any(steps > before.get(folder, 0) for folder, steps in _ninja_steps().items()):
@@ -57,6 +70,27 @@ def watch_extensions():
 
         wrapped._kbench_watched = True
         setattr(cpp_extension, name, wrapped)
+
+
+def _failure_file(loader, args, kwargs):
+    """Where a failed build of this load is remembered, or None (no build folder, or flags that
+    depend on the machine's GPU)."""
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    text = repr((loader, args, sorted(kwargs.items())))
+    if not root or "native" in text:
+        return None
+    return Path(root) / ".kbench-failed-builds" / hashlib.sha256(text.encode()).hexdigest()
+
+
+def _remember_failure(path, exc):
+    """Keep a build failure's text for the GPU worker."""
+    if not remember or path is None or path.exists() or "Error building extension" not in str(exc):
+        return
+    try:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(str(exc))
+    except OSError:
+        pass
 
 
 def failures():

@@ -1,0 +1,39 @@
+"""The compile pool builds what a submission would build on the GPU."""
+
+import pytest
+import torch
+import torch.utils.cpp_extension as cpp_extension
+
+from conftest import ROOT
+from kbench_worker import compile as pool
+from kbench_worker import kernels
+
+GATED = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+ext = load_inline(name="gated", cpp_sources="") if torch.cuda.is_available() else None
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+'''
+
+
+@pytest.mark.parametrize("device,builds", [("cuda", True), ("cpu", False)])
+def test_a_build_gated_on_a_gpu_runs_in_the_pool_of_a_gpu_run(tmp_path, monkeypatch, device, builds):
+    calls = []
+    # The pool wraps the loaders and keeps build failures: all of it undone after the test.
+    monkeypatch.setattr(cpp_extension, "load_inline", lambda **kwargs: calls.append(kwargs["name"]))
+    monkeypatch.setattr(cpp_extension, "load", cpp_extension.load)
+    monkeypatch.setattr(kernels, "remember", False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the pool hides the GPU
+    submission = tmp_path / "gated.py"
+    submission.write_text(GATED)
+    req = {"submission": str(submission), "task": str(ROOT / "level1" / "19_ReLU.py"), "device": device}
+    module, reply = pool.compile_file(req)
+    assert reply["ok"], reply
+    assert calls == (["gated"] if builds else [])
+    assert torch.cuda.is_available() is False, "the pretence ends with the submission's code"
