@@ -23,7 +23,7 @@ use crate::task::{Task, TaskId};
 use crate::taskfacts::TaskFacts;
 use crate::timing::{self, Failed};
 use crate::verdict::{self, judge_kernels, KernelEvidence, Verdict};
-use crate::worker::{Failure, Reply, Spawn, Worker};
+use crate::worker::{ErrorKind, Failure, Reply, Spawn, Worker};
 
 /// Runs compile and evaluation steps; the scheduler is generic over it so it can be tested
 /// with a scripted fake.
@@ -358,7 +358,7 @@ impl Python<'_> {
                 build.warm_note = first_line(v["note"].as_str().unwrap_or_default());
                 Ok(Reply::Ok(v))
             }
-            Ok(Reply::Err(e)) if e.kind == "build" => Ok(Reply::Err(e)),
+            Ok(Reply::Err(e)) if e.kind == ErrorKind::Build => Ok(Reply::Err(e)),
             Ok(Reply::Err(e)) => {
                 build.warm_note = first_line(&e.message);
                 Ok(Reply::Ok(imported))
@@ -387,7 +387,7 @@ impl Python<'_> {
         w.finish();
         match reply {
             Ok(Reply::Ok(v)) => Ok(v),
-            Ok(Reply::Err(e)) if e.kind == "syntax" || e.kind == "build" => {
+            Ok(Reply::Err(e)) if e.kind == ErrorKind::Syntax || e.kind == ErrorKind::Build => {
                 Err((BuildStatus::Failed, e.message))
             }
             Ok(Reply::Err(e)) => Err((BuildStatus::ImportFailed, e.message)),
@@ -694,7 +694,7 @@ impl Python<'_> {
         self.refill(slot);
         let constants = match loads.0 {
             Ok(Reply::Ok(v)) => v["constants"].clone(),
-            Ok(Reply::Err(e)) if e.kind == "oom" => {
+            Ok(Reply::Err(e)) if e.kind == ErrorKind::Oom => {
                 return Err(skipped(format!(
                     "the reference does not fit: {}",
                     e.message
@@ -1124,11 +1124,13 @@ impl Link<'_> {
             body["ipc"] = ran.get("ipc").cloned().unwrap_or(Value::Null);
             let result = match self.reference.request(body, deadline) {
                 Ok(Reply::Ok(v)) => Ok((ran, v)),
-                Ok(Reply::Err(e)) if e.kind == "transfer" && *self.transport == "ipc" => {
+                Ok(Reply::Err(e)) if e.kind == ErrorKind::Transfer && *self.transport == "ipc" => {
                     *self.transport = "file";
                     continue;
                 }
-                Ok(Reply::Err(e)) if e.kind == "output" => Err((Verdict::Incorrect, e.message)),
+                Ok(Reply::Err(e)) if e.kind == ErrorKind::Output => {
+                    Err((Verdict::Incorrect, e.message))
+                }
                 Ok(Reply::Err(e)) => Err((
                     Verdict::Skipped,
                     format!("the reference failed: {}", e.message),

@@ -387,18 +387,41 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
         timing_cpus,
         confinement,
     );
+    evaluate_all(
+        &config,
+        &backend,
+        &work,
+        &facts,
+        &mut findings,
+        ceilings.as_ref(),
+        &mut record,
+    )?;
+    finish(&record, &config)
+}
+
+/// Build and evaluate `work`, reporting each evaluation as it finishes: the console, the
+/// record with its findings, task flags and speed of light, the reports on disk, the costs.
+fn evaluate_all(
+    config: &Config,
+    backend: &evaluate::Python<'_>,
+    work: &[(Task, submission::Submission)],
+    facts: &std::collections::HashMap<task::TaskId, taskfacts::TaskFacts>,
+    findings: &mut std::collections::HashMap<String, Vec<check::Finding>>,
+    ceilings: Option<&record::Ceilings>,
+    record: &mut RunRecord,
+) -> Result<()> {
     let progress = report::console::Progress::new(work.len());
     let mut built = 0;
     let mut write_error = None;
     // Longest first: each pair's expected cost from earlier runs of this kind, else its facts.
-    let mut costs = cost::Costs::load(&cache, cost::Costs::kind(&config));
+    let mut costs = cost::Costs::load(&config.cache, cost::Costs::kind(config));
     let estimates: Vec<cost::Cost> = work
         .iter()
         .map(|(t, _)| costs.estimate(t, facts.get(&t.id)))
         .collect();
     schedule::run(
-        &backend,
-        &work,
+        backend,
+        work,
         &estimates,
         config.jobs,
         config.slots(),
@@ -414,7 +437,7 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
                 if let Some(check) = task_facts.and_then(taskfacts::TaskFacts::check) {
                     record::merge_check(&mut e.checks, check);
                 }
-                let ceilings = ceilings.as_ref().filter(|_| config.full_size());
+                let ceilings = ceilings.filter(|_| config.full_size());
                 sol::annotate(&mut e, task_facts, ceilings, config.precision);
                 progress.evaluated(&e);
                 costs.observe(&e);
@@ -422,7 +445,7 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
                 record
                     .evaluations
                     .sort_by(|a, b| (a.task, &a.file).cmp(&(b.task, &b.file)));
-                if let Err(err) = report::write_files(&record, out) {
+                if let Err(err) = report::write_files(record, &config.out) {
                     write_error.get_or_insert(err);
                 }
             }
@@ -432,10 +455,7 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
     if let Err(err) = costs.save() {
         eprintln!("kbench: evaluation costs not cached: {err}");
     }
-    if let Some(err) = write_error {
-        return Err(err);
-    }
-    finish(&record, &config)
+    write_error.map_or(Ok(()), Err)
 }
 
 /// The submission files of the tasks at hand: all matched, or those of `--level`, `--only` (files

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::worker::{Failure, WorkerError};
+use crate::worker::{ErrorKind, Failure, WorkerError};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -63,10 +63,10 @@ impl std::fmt::Display for Verdict {
 
 /// The verdict for an error the candidate's code raised.
 pub fn of_worker_error(error: &WorkerError) -> Verdict {
-    match error.kind.as_str() {
-        "syntax" | "build" => Verdict::CompileError,
-        "output" => Verdict::Incorrect,
-        "cheat" => Verdict::Cheat,
+    match error.kind {
+        ErrorKind::Syntax | ErrorKind::Build => Verdict::CompileError,
+        ErrorKind::Output => Verdict::Incorrect,
+        ErrorKind::Cheat => Verdict::Cheat,
         _ => Verdict::RuntimeError,
     }
 }
@@ -169,17 +169,20 @@ mod tests {
 
     #[test]
     fn worker_errors_map_to_verdicts() {
-        let e = |kind: &str| WorkerError {
-            kind: kind.into(),
+        let e = |kind: ErrorKind| WorkerError {
+            kind,
             message: String::new(),
             fatal: false,
             traceback: None,
         };
-        assert_eq!(of_worker_error(&e("syntax")), Verdict::CompileError);
-        assert_eq!(of_worker_error(&e("build")), Verdict::CompileError);
-        assert_eq!(of_worker_error(&e("output")), Verdict::Incorrect);
-        assert_eq!(of_worker_error(&e("cheat")), Verdict::Cheat);
-        assert_eq!(of_worker_error(&e("cuda")), Verdict::RuntimeError);
+        assert_eq!(
+            of_worker_error(&e(ErrorKind::Syntax)),
+            Verdict::CompileError
+        );
+        assert_eq!(of_worker_error(&e(ErrorKind::Build)), Verdict::CompileError);
+        assert_eq!(of_worker_error(&e(ErrorKind::Output)), Verdict::Incorrect);
+        assert_eq!(of_worker_error(&e(ErrorKind::Cheat)), Verdict::Cheat);
+        assert_eq!(of_worker_error(&e(ErrorKind::Cuda)), Verdict::RuntimeError);
         assert_eq!(
             of_failure(&Failure::Timeout(std::time::Duration::from_secs(1))),
             Verdict::Timeout

@@ -5,4 +5,4 @@ pub mod protocol;
 pub mod python;
 
 pub use process::{Failure, Spawn, Worker};
-pub use protocol::{Reply, WorkerError};
+pub use protocol::{ErrorKind, Reply, WorkerError};

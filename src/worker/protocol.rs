@@ -11,11 +11,49 @@ use sha2::Sha256;
 
 pub const VERSION: u32 = 1;
 
+/// What a worker's error is about: `kind` on the wire, as `protocol.py`'s `error()` and
+/// `harness.classify` name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The submission does not parse.
+    Syntax,
+    /// An extension build failed.
+    Build,
+    /// Importing the submission raised (not a build).
+    Import,
+    NoModelNew,
+    /// The candidate's load (import, constructor) raised.
+    Load,
+    /// The candidate's forward raised.
+    Forward,
+    /// The outputs are of the wrong type, or a runtime check proved them wrong.
+    Output,
+    /// A CUDA error: the worker is not reused.
+    Cuda,
+    Oom,
+    /// Outputs could not cross between the workers (CUDA IPC or the file).
+    Transfer,
+    /// A runtime check caught the submission cheating.
+    Cheat,
+    /// A request the worker does not understand.
+    Protocol,
+    /// The trusted reference worker's own code raised.
+    Reference,
+    /// The static checker, the task inspector, the probe or the roofline measurement failed.
+    Check,
+    Inspect,
+    Probe,
+    Ceilings,
+    /// A kind this kbench does not know (a worker of another version): a runtime error.
+    #[serde(other)]
+    Other,
+}
+
 /// An error a worker reports about the code it ran.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WorkerError {
-    /// syntax, build, import, no_model_new, load, forward, output, cuda, oom, protocol, ...
-    pub kind: String,
+    pub kind: ErrorKind,
     pub message: String,
     #[serde(default)]
     pub fatal: bool,
@@ -124,6 +162,31 @@ mod tests {
 
     const KEY: &str = "0f1e2d3c";
 
+    /// Every error kind the Python workers write (`error("kind", ...)`, `classify(exc, "phase")`,
+    /// `kind="..."`) is one `ErrorKind` knows: none reads as `Other`.
+    #[test]
+    fn kbench_knows_every_error_kind_the_workers_write() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/worker/python/kbench_worker");
+        let mut kinds = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let source = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            for marker in ["error(\"", "classify(exc, \"", "kind=\""] {
+                for (at, _) in source.match_indices(marker) {
+                    let rest = &source[at + marker.len()..];
+                    kinds.push(rest[..rest.find('"').unwrap()].to_string());
+                }
+            }
+        }
+        assert!(kinds.len() > 15, "{kinds:?}");
+        for kind in kinds {
+            let parsed: ErrorKind = serde_json::from_value(serde_json::json!(kind)).unwrap();
+            assert_ne!(parsed, ErrorKind::Other, "the workers write kind {kind:?}");
+        }
+        let unknown: ErrorKind = serde_json::from_value(serde_json::json!("newer")).unwrap();
+        assert_eq!(unknown, ErrorKind::Other);
+    }
+
     /// A reply line as the worker writes it (kbench_worker/protocol.py).
     fn signed(json: &str, key: &str) -> String {
         let mut m = mac(key);
@@ -142,7 +205,14 @@ mod tests {
             r#"{"v":1,"nonce":"ab12","ok":false,"error":{"kind":"oom","message":"m","fatal":true}}"#,
         )
         .unwrap();
-        assert!(matches!(err, Reply::Err(WorkerError { fatal: true, .. })));
+        assert!(matches!(
+            err,
+            Reply::Err(WorkerError {
+                kind: ErrorKind::Oom,
+                fatal: true,
+                ..
+            })
+        ));
         assert!(p(r#"{"v":2,"nonce":"ab12","ok":true}"#).is_err());
         assert!(p("not json").is_err());
     }

@@ -67,6 +67,7 @@ def test_a_build_failed_in_the_pool_fails_the_same_in_the_gpu_worker_without_com
 
     def failing_load_inline(*args, **kwargs):
         calls.append(kwargs["name"])
+        assert kwargs["verbose"] is False, "quiet builds put the compiler's output into the error"
         raise RuntimeError(GCC)
 
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
@@ -74,7 +75,7 @@ def test_a_build_failed_in_the_pool_fails_the_same_in_the_gpu_worker_without_com
     monkeypatch.setattr(cpp_extension, "load", failing_load_inline)
     monkeypatch.setattr(kernels, "_failed", [])
     kernels.watch_extensions()
-    load = {"name": "relu", "cpp_sources": "int f();", "extra_cuda_cflags": ["-O3"]}
+    load = {"name": "relu", "cpp_sources": "int f();", "extra_cuda_cflags": ["-O3"], "verbose": True}
     native = {"name": "relu", "cpp_sources": "int f();", "extra_cuda_cflags": ["-arch=native"]}
 
     monkeypatch.setattr(kernels, "remember", True)  # the compile pool

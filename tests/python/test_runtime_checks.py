@@ -5,6 +5,7 @@ L2 limit, profiling) run on a GPU; their pure parts are tested here."""
 
 import _thread
 import importlib
+import re
 import sys
 import textwrap
 import threading
@@ -180,6 +181,24 @@ def test_fp64_ratio(method, outcome):
     ref32, ref64 = torch.matmul(a, b), torch.matmul(a.double(), b.double())
     got, evidence = precision.judge([ref32], [ref64], [method(a, b)])
     assert got == outcome, evidence
+
+
+def test_a_miss_is_explained_against_float64():
+    torch.manual_seed(0)
+    a, b = torch.randn(256, 256), torch.randn(256, 256)
+    ref32, ref64 = torch.matmul(a, b), torch.matmul(a.double(), b.double())
+    reordered = (a.unsqueeze(2) * b.unsqueeze(0)).sum(1)
+    wrong = ref32.clone()
+    wrong[3, 7] += 0.01  # one element off: its RMS error stays small, its largest error does not
+
+    def ratios(cand):
+        text = precision.explain(ref32, ref64, cand)
+        return [float(x) for x in re.findall(r"([0-9.]+) x", text)]
+
+    assert all(r < 16 for r in ratios(reordered))
+    rms, largest = ratios(wrong)
+    assert largest > 100 and largest > 10 * rms
+    assert "no float64 comparison" in precision.explain(torch.zeros(4), torch.zeros(4, dtype=torch.float64), torch.ones(4))
 
 
 def test_fp64_ratio_of_an_exact_zero_reference_is_skipped():

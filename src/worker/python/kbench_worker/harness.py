@@ -136,8 +136,9 @@ def synchronize(device):
         torch.cuda.synchronize()
 
 
-def classify(exc, phase):
-    """Map an exception raised by task or submission code to a protocol error."""
+def classify(exc, phase, kind=None):
+    """Map an exception raised by task or submission code to a protocol error: its kind is
+    ``kind``, or the phase (``load``, ``forward``), unless the exception says more."""
     text = str(exc)
     if isinstance(exc, (OutputTypeError, OutputCheckError)):
         return error("output", text)
@@ -146,7 +147,7 @@ def classify(exc, phase):
     accelerator_error = getattr(torch, "AcceleratorError", ())
     if isinstance(exc, accelerator_error) or "CUDA error" in text or "CUDA driver error" in text:
         return error("cuda", f"{phase}: {cause.line(exc)}", exc, fatal=True)
-    return error(phase, f"{phase}: {cause.line(exc)}", exc)
+    return error(kind or phase, f"{phase}: {cause.line(exc)}", exc)
 
 
 def describe(out):

@@ -4,7 +4,9 @@ kbench records which compiled or JIT kernels a submission created while it was i
 built: a torch C++/CUDA extension (cpp_extension.load / load_inline), a Triton kernel or a CuPy
 kernel. A correct submission with none of them is pure PyTorch: verdict `no_kernel`. A build
 that raised is kept too, with where it ran (import, `__init__`, forward) and its first error
-line: a module that caught it and fell back to PyTorch is `no_kernel` for that reason.
+line: a module that caught it and fell back to PyTorch is `no_kernel` for that reason. Builds
+run with `verbose=False` whatever the submission asked: only then does torch put the compiler's
+output into the error it raises.
 
 It also records which loads compiled something in this process (ninja ran a step under
 TORCH_EXTENSIONS_DIR) rather than loading what the compile pool had built: the build record's
@@ -57,7 +59,8 @@ def watch_extensions():
             try:
                 if remembered is not None and remembered.is_file():
                     raise RuntimeError(remembered.read_text(errors="replace"))
-                module = __original(*args, **kwargs)
+                # Quiet, torch puts the compiler's output into the error it raises.
+                module = __original(*args, **{**kwargs, "verbose": False})
             except BaseException as exc:
                 why = cause.build_message(exc) if cause.is_build_failure(exc) else cause.line(exc)
                 _failed.append({"extension": str(ext), "phase": phase, "cause": why})

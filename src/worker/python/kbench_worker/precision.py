@@ -4,6 +4,10 @@ A kernel that computes an fp32 task in TF32, bf16 or fp16 can stay inside the ab
 relative tolerance on the shipped data. Measured against a float64 run of the reference, its
 RMS error is many times PyTorch fp32's own (TF32 matmul: 41.8x on an H100), while honest fp32
 kernels stay below 16x (summation order changes the error, not its scale).
+
+`explain` says the same of an output that missed the tolerance, with its largest error too: a
+miss whose errors are of the size of PyTorch fp32's own is a reordering the tolerance is
+stricter than, one many times larger is a wrong result.
 """
 
 import math
@@ -30,6 +34,17 @@ def rms_diff(a, b=None):
             d = d - flat_b[start : start + CHUNK].double()
         total += torch.dot(d, d).item()
     return math.sqrt(total / a.numel())
+
+
+def max_diff(a, b):
+    """Largest |a - b|, in float64."""
+    if not a.numel():
+        return 0.0
+    flat_a, flat_b = a.reshape(-1), b.reshape(-1).to(a.device)
+    return max(
+        (flat_a[start : start + CHUNK].double() - flat_b[start : start + CHUNK].double()).abs().max().item()
+        for start in range(0, flat_a.numel(), CHUNK)
+    )
 
 
 def error_ratio(ref32, ref64, cand):
@@ -61,3 +76,14 @@ def judge(refs32, refs64, cands):
     if len(refs32) > 1:
         text = f"output {i}: {text}"
     return ("fail" if ratio > LIMIT else "pass"), text
+
+
+def explain(r32, r64, cand):
+    """How far an output that missed the tolerance is from float64, next to PyTorch fp32's own
+    distance: one line for the trial's reason."""
+    found = error_ratio(r32, r64, cand)
+    if found is None or r64.dtype != torch.float64:
+        return "no float64 comparison (the float64 reference is zero, not finite or not float64)"
+    floor = FP32_EPS * max_diff(r64, torch.zeros_like(r64))
+    largest = max_diff(cand, r64) / max(max_diff(r32, r64), floor)
+    return f"against float64 its RMS error is {found[0]:.3g} x PyTorch fp32's, its largest error {largest:.3g} x"

@@ -177,6 +177,8 @@ class Reference:
             self.fp64_error_ratio(req, ref, cand, result, log)
         elif shifted and "max_abs_diff" in result and not changed and self.precision == "fp32":
             self.judge_shift(req, ref, cand, result, log)
+        elif req.get("deep") and not result["correct"] and "max_abs_diff" in result and not changed and self.precision == "fp32":
+            self.explain_miss(req, ref, cand, result)
         del ref, cand
         # Give the cache back now: the candidate's next call needs the room (a 16 GB task ran
         # out of memory while this worker still cached its last outputs and inputs).
@@ -221,6 +223,21 @@ class Reference:
         possible the tolerance check stands."""
         if self.fp64_error_ratio(req, ref, cand, result, log) == "pass":
             result.update(correct=True, reason="")
+
+    def explain_miss(self, req, ref, cand, result):
+        """An output that missed the tolerance on the first trial: its distance from a float64
+        run, next to PyTorch fp32's, joins the reason (a reordering, or a wrong result?). The
+        verdict stands; a reference that cannot run in float64 adds nothing."""
+        index = int(result["reason"].split()[1])
+        refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
+        cands = list(cand) if isinstance(cand, (tuple, list)) else [cand]
+        try:
+            text = precision.explain(refs[index], self._float64(req)[index], cands[index])
+        except (RuntimeError, TypeError, NotImplementedError):
+            return
+        finally:
+            harness.release_memory(self.device)
+        result["reason"] += f"; {text}"
 
     def _float64(self, req):
         """The reference's outputs in float64: a float64 copy of the model (freed on return) on
@@ -283,7 +300,7 @@ def run(channel):
             if isinstance(exc, TransferError):
                 channel.reply({"ok": False, "error": error("transfer", str(exc), exc)})
                 continue
-            record = harness.classify(exc, f"reference {cmd}")
+            record = harness.classify(exc, f"reference {cmd}", kind="reference")
             channel.reply({"ok": False, "error": record})
             if record["fatal"]:
                 return
