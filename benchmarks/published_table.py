@@ -26,8 +26,10 @@ def cls(evaluation, published):
 
 
 def cause(evaluation):
-    """The reason with its numbers blanked, so like causes count together."""
-    return f"{evaluation['verdict']}: " + re.sub(r"\d+(\.\d+)?(e-?\d+)?", "#", evaluation["reason"])[:110]
+    """The reason with its numbers and quoted names blanked, so like causes count together."""
+    text = re.sub(r"‘[^’]*’|'[^'\s]*'|\"[^\"]*\"", "X", evaluation["reason"])
+    text = re.sub(r"\d+(\.\d+)?(e-?\d+)?", "#", text)
+    return f"{evaluation['verdict']}: {text[:110]}"
 
 
 def clip(text):
