@@ -6,14 +6,13 @@ never from the submission's own get_inputs, so a submission cannot shrink its pr
 """
 
 import os
-import traceback
 from pathlib import Path
 
 import torch
 
 from . import cause, checks, harness, integrity, kernels, outputs, poison, profile, runtime, taskfile, timing, transfer
 from .harness import TamperError
-from .protocol import error
+from .protocol import error, serve
 
 
 class Candidate:
@@ -192,47 +191,65 @@ def load_error(exc):
     return harness.classify(exc, "load")
 
 
+class Session:
+    """The candidate worker's requests; ``load`` makes the one submission it runs."""
+
+    def __init__(self, channel):
+        self.channel = channel
+        self.candidate = None
+
+    def load(self, req):
+        self.candidate = Candidate(req)
+        harness.release_memory(self.candidate.device)
+        verify(self.candidate)
+        return {**self.candidate.kernel_report(), "startup_s": self.channel.startup_s, "checks": self.candidate.checks.entries()}
+
+    def trial(self, req):
+        reply = self.candidate.trial(req)
+        verify(self.candidate)
+        # Extensions built on the first call show up here, not at load.
+        return {**reply, "compiled": kernels.compiled()}
+
+    def perturb(self, req):
+        return {"shapes": harness.perturb(self.candidate.model, req["seed"])}
+
+    def time(self, req):
+        reply = {**self.candidate.time(req), "checks": self.candidate.state_checks()}
+        verify(self.candidate)
+        return reply
+
+    def timed_check(self, req):
+        reply = self.candidate.timed_check(req)
+        verify(self.candidate)
+        return reply
+
+    def profile(self, req):
+        reply = self.candidate.profile(req)
+        verify(self.candidate)
+        return reply
+
+
+def commands(channel):
+    """The candidate worker's table: command -> handler."""
+    session = Session(channel)
+    return {
+        "load": session.load,
+        "trial": session.trial,
+        "perturb": session.perturb,
+        "time_setup": session.time,
+        "time": session.time,
+        "timed_check": session.timed_check,
+        "profile": session.profile,
+        "ping": lambda req: {},
+    }
+
+
+def failure(cmd, exc):
+    """What a raising request is: a cheat caught, a failed load, or the forward's error."""
+    if isinstance(exc, TamperError):
+        return error("cheat", str(exc))
+    return load_error(exc) if cmd == "load" else harness.classify(exc, "forward")
+
+
 def run(channel):
-    candidate = None
-    for req in channel.requests():
-        cmd = req["cmd"]
-        try:
-            if cmd == "load":
-                candidate = Candidate(req)
-                harness.release_memory(candidate.device)
-                verify(candidate)
-                channel.reply({"ok": True, **candidate.kernel_report(), "startup_s": channel.startup_s, "checks": candidate.checks.entries()})
-            elif cmd == "trial":
-                reply = candidate.trial(req)
-                verify(candidate)
-                # Extensions built on the first call show up here, not at load.
-                channel.reply({"ok": True, **reply, "compiled": kernels.compiled()})
-            elif cmd == "perturb":
-                channel.reply({"ok": True, "shapes": harness.perturb(candidate.model, req["seed"])})
-            elif cmd in ("time_setup", "time"):
-                reply = {**candidate.time(req), "checks": candidate.state_checks()}
-                verify(candidate)
-                channel.reply({"ok": True, **reply})
-            elif cmd == "timed_check":
-                reply = candidate.timed_check(req)
-                verify(candidate)
-                channel.reply({"ok": True, **reply})
-            elif cmd == "profile":
-                reply = candidate.profile(req)
-                verify(candidate)
-                channel.reply({"ok": True, **reply})
-            elif cmd == "ping":
-                channel.reply({"ok": True})
-            elif cmd == "exit":
-                return
-            else:
-                channel.reply({"ok": False, "error": error("protocol", f"unknown command {cmd}")})
-        except BaseException as exc:  # noqa: BLE001 - any failure of submission code is a result
-            traceback.print_exc()
-            if isinstance(exc, TamperError):
-                record = error("cheat", str(exc))
-            else:
-                record = load_error(exc) if cmd == "load" else harness.classify(exc, "forward")
-            channel.reply({"ok": False, "error": record})
-            if record["fatal"]:
-                return
+    serve(channel, commands(channel), failure)

@@ -15,7 +15,7 @@ Request ``{"cmd": "ceilings"}``, reply ``{"ok": true, "ceilings": {...}}``.
 
 import time
 
-from .protocol import error
+from .protocol import error, serve
 
 COPY_BYTES = 1 << 30
 COPY_RUNS = 5
@@ -81,10 +81,14 @@ def measure():
     return found
 
 
+def commands(channel):
+    """The ceilings worker's table: command -> handler."""
+    return {"ceilings": lambda req: {"ceilings": measure()}}
+
+
+def failure(cmd, exc):
+    return error("ceilings", f"{type(exc).__name__}: {exc}", exc)
+
+
 def run(channel):
-    for req in channel.requests():
-        try:
-            channel.reply({"ok": True, "ceilings": measure()})
-        except BaseException as exc:  # noqa: BLE001
-            channel.reply({"ok": False, "error": error("ceilings", f"{type(exc).__name__}: {exc}", exc)})
-        return
+    serve(channel, commands(channel), failure)

@@ -29,7 +29,7 @@ import torch.utils.cpp_extension as cpp_extension
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from . import cause, harness, kernels, taskfile
-from .protocol import error
+from .protocol import error, serve
 
 # Seconds the warm-up may run outside extension builds (a hang in forward must not hold a
 # build slot until --timeout-compile).
@@ -156,15 +156,34 @@ def warm(module, req):
     return {"ok": True, "reached": reached, "note": note, "kernels": kernels.found(module), "compiled": kernels.compiled()}
 
 
+class Session:
+    """The compile worker's requests: ``compile`` imports the submission, ``warm`` then
+    constructs and calls it."""
+
+    def __init__(self):
+        self.module = None
+
+    def compile(self, req):
+        if self.module is not None:
+            return {"ok": False, "error": error("protocol", "compile: this worker compiled a submission already")}
+        self.module, reply = compile_file(req)
+        return reply
+
+    def warm(self, req):
+        if self.module is None:
+            return {"ok": False, "error": error("protocol", "warm: no submission compiled")}
+        return warm(self.module, req)
+
+
+def commands(channel):
+    """The compile worker's table: command -> handler (each reply says itself whether it is ok)."""
+    session = Session()
+    return {"compile": session.compile, "warm": session.warm}
+
+
+def failure(cmd, exc):
+    return error("protocol", f"{cmd}: {type(exc).__name__}: {exc}", exc)
+
+
 def run(channel):
-    module = None
-    for req in channel.requests():
-        if req["cmd"] == "compile" and module is None:
-            module, reply = compile_file(req)
-            channel.reply(reply)
-        elif req["cmd"] == "warm" and module is not None:
-            channel.reply(warm(module, req))
-        elif req["cmd"] == "exit":
-            return
-        else:
-            channel.reply({"ok": False, "error": error("protocol", f"unknown command {req['cmd']}")})
+    serve(channel, commands(channel), failure)

@@ -39,7 +39,6 @@ Request ``{"cmd": "inspect", "task": PATH}`` (optional ``atol``, ``rtol``), repl
 
 import random
 import time
-import traceback
 import warnings
 
 import torch
@@ -47,7 +46,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from . import harness, taskfile
-from .protocol import error
+from .protocol import error, serve
 
 ATOL = 1e-4
 RTOL = 1e-4
@@ -492,17 +491,14 @@ def inspect_task(path, atol=ATOL, rtol=RTOL):
     return facts
 
 
+def commands(channel):
+    """The task inspector's table: command -> handler."""
+    return {"inspect": lambda req: {"facts": inspect_task(req["task"], req.get("atol", ATOL), req.get("rtol", RTOL))}}
+
+
+def failure(cmd, exc):
+    return error("inspect", f"{type(exc).__name__}: {exc}", exc)
+
+
 def run(channel):
-    for req in channel.requests():
-        cmd = req.get("cmd")
-        if cmd == "exit":
-            return
-        try:
-            if cmd != "inspect":
-                channel.reply({"ok": False, "error": error("protocol", f"unknown command {cmd}")})
-                continue
-            facts = inspect_task(req["task"], req.get("atol", ATOL), req.get("rtol", RTOL))
-            channel.reply({"ok": True, "facts": facts})
-        except BaseException as exc:  # noqa: BLE001 - reported to kbench, which decides
-            traceback.print_exc()
-            channel.reply({"ok": False, "error": error("inspect", f"{type(exc).__name__}: {exc}", exc)})
+    serve(channel, commands(channel), failure)

@@ -4,7 +4,7 @@ import platform
 import shutil
 import sys
 
-from .protocol import error
+from .protocol import error, serve
 
 
 def facts():
@@ -48,10 +48,14 @@ def facts():
     return found
 
 
+def commands(channel):
+    """The probe's table: command -> handler."""
+    return {"probe": lambda req: {"facts": facts()}}
+
+
+def failure(cmd, exc):
+    return error("probe", f"{type(exc).__name__}: {exc}", exc)
+
+
 def run(channel):
-    for req in channel.requests():
-        try:
-            channel.reply({"ok": True, "facts": facts()})
-        except BaseException as exc:  # noqa: BLE001
-            channel.reply({"ok": False, "error": error("probe", f"{type(exc).__name__}: {exc}", exc)})
-        return
+    serve(channel, commands(channel), failure)

@@ -43,6 +43,28 @@ class Channel:
         self._out.flush()
 
 
+def serve(channel, commands, failure):
+    """Answer kbench's requests from one role's table (``commands``: command -> handler taking
+    the request and returning the reply's body) until ``exit``. A handler that raises is answered
+    with ``failure(cmd, exc)``, an error record; a fatal one ends the worker."""
+    for req in channel.requests():
+        cmd = req.get("cmd")
+        if cmd == "exit":
+            return
+        handler = commands.get(cmd)
+        if handler is None:
+            channel.reply({"ok": False, "error": error("protocol", f"unknown command {cmd}")})
+            continue
+        try:
+            channel.reply({"ok": True, **handler(req)})
+        except BaseException as exc:  # noqa: BLE001 - the role's failure() decides what it is
+            traceback.print_exc()
+            record = failure(cmd, exc)
+            channel.reply({"ok": False, "error": record})
+            if record["fatal"]:
+                return
+
+
 def sign(key, line):
     """The MAC kbench checks a reply line's JSON against."""
     return hmac.new(key, line.encode(), hashlib.sha256).hexdigest()

@@ -9,12 +9,11 @@ reference and compares, here, where no submission code has run.
 import copy
 import math
 import time
-import traceback
 
 import torch
 
 from . import checks, harness, precision, profile, runtime, taskfile, timing, transfer
-from .protocol import error
+from .protocol import error, serve
 
 
 # Elements per comparison step: bounds the temporaries of a comparison on multi-GB outputs.
@@ -268,39 +267,57 @@ class Compiled:
         self.compile_s = time.perf_counter() - started
 
 
+class Session:
+    """The reference worker's requests; ``load`` makes the task's reference."""
+
+    def __init__(self, channel):
+        self.channel = channel
+        self.reference = None
+
+    def load(self, req):
+        self.reference = Reference(req)
+        # The task's integer constants, as loaded: kbench picks a shape perturbation from them.
+        constants = {k: v for k, v in vars(self.reference.task).items() if type(v) is int and not k.startswith("_")}
+        return {"startup_s": self.channel.startup_s, "constants": constants}
+
+    def check(self, req):
+        return self.reference.check(req)
+
+    def perturb(self, req):
+        return {"shapes": harness.perturb(self.reference.model, req["seed"])}
+
+    def time(self, req):
+        """Arm A (eager) by default; ``arm: compile`` times torch.compile of the same model."""
+        if req.get("arm") != "compile":
+            return timing.handle(self.reference, req, keep=False)
+        if req["cmd"] == "time_setup":
+            self.reference.compiled = Compiled(self.reference, req["seed"])
+        reply = timing.handle(self.reference.compiled, req, keep=False)
+        return {**reply, "compile_s": self.reference.compiled.compile_s}
+
+    def profile(self, req):
+        return {"busy_ms": self.reference.busy_ms(req)}
+
+
+def commands(channel):
+    """The reference worker's table: command -> handler."""
+    session = Session(channel)
+    return {
+        "load": session.load,
+        "check": session.check,
+        "perturb": session.perturb,
+        "time_setup": session.time,
+        "time": session.time,
+        "profile": session.profile,
+    }
+
+
+def failure(cmd, exc):
+    """A transfer that failed (kbench may retry through a file), or the reference's own error."""
+    if isinstance(exc, TransferError):
+        return error("transfer", str(exc), exc)
+    return harness.classify(exc, f"reference {cmd}", kind="reference")
+
+
 def run(channel):
-    reference = None
-    for req in channel.requests():
-        cmd = req["cmd"]
-        try:
-            if cmd == "load":
-                reference = Reference(req)
-                # The task's integer constants, as loaded: kbench picks a shape perturbation from them.
-                constants = {k: v for k, v in vars(reference.task).items() if type(v) is int and not k.startswith("_")}
-                channel.reply({"ok": True, "startup_s": channel.startup_s, "constants": constants})
-            elif cmd == "check":
-                channel.reply({"ok": True, **reference.check(req)})
-            elif cmd == "perturb":
-                channel.reply({"ok": True, "shapes": harness.perturb(reference.model, req["seed"])})
-            elif cmd in ("time_setup", "time") and req.get("arm") == "compile":
-                if cmd == "time_setup":
-                    reference.compiled = Compiled(reference, req["seed"])
-                reply = timing.handle(reference.compiled, req, keep=False)
-                channel.reply({"ok": True, **reply, "compile_s": reference.compiled.compile_s})
-            elif cmd in ("time_setup", "time"):
-                channel.reply({"ok": True, **timing.handle(reference, req, keep=False)})
-            elif cmd == "profile":
-                channel.reply({"ok": True, "busy_ms": reference.busy_ms(req)})
-            elif cmd == "exit":
-                return
-            else:
-                channel.reply({"ok": False, "error": error("protocol", f"unknown command {cmd}")})
-        except BaseException as exc:  # noqa: BLE001 - reported to kbench, which decides
-            traceback.print_exc()
-            if isinstance(exc, TransferError):
-                channel.reply({"ok": False, "error": error("transfer", str(exc), exc)})
-                continue
-            record = harness.classify(exc, f"reference {cmd}", kind="reference")
-            channel.reply({"ok": False, "error": record})
-            if record["fatal"]:
-                return
+    serve(channel, commands(channel), failure)

@@ -1341,29 +1341,26 @@ def check_file(path, task_source=None):
     return {"file": path, "findings": findings, "error": None}
 
 
-def rule_table():
-    """The rules as plain records, for documentation and `kbench check --rules`."""
-    return [{"rule": r.name, "severity": r.severity, "catches": r.catches} for r in RULES]
+def check_request(req):
+    task_source = None
+    if req.get("task"):
+        with open(req["task"], encoding="utf-8") as f:
+            task_source = f.read()
+    return {"results": [check_file(path, task_source) for path in req.get("files", [])]}
+
+
+def commands(channel):
+    """The static checker's table: command -> handler."""
+    return {"check": check_request}
+
+
+def failure(cmd, exc):
+    from .protocol import error
+
+    return error("check", f"{type(exc).__name__}: {exc}", exc)
 
 
 def run(channel):
-    from .protocol import error
+    from .protocol import serve
 
-    for req in channel.requests():
-        cmd = req.get("cmd")
-        try:
-            if cmd == "check":
-                task_source = None
-                if req.get("task"):
-                    with open(req["task"], encoding="utf-8") as f:
-                        task_source = f.read()
-                results = [check_file(path, task_source) for path in req.get("files", [])]
-                channel.reply({"ok": True, "results": results})
-            elif cmd == "rules":
-                channel.reply({"ok": True, "rules": rule_table()})
-            elif cmd == "exit":
-                return
-            else:
-                channel.reply({"ok": False, "error": error("protocol", f"unknown command {cmd}")})
-        except Exception as exc:  # noqa: BLE001 - a checker bug is reported, never a crash
-            channel.reply({"ok": False, "error": error("check", f"{type(exc).__name__}: {exc}", exc)})
+    serve(channel, commands(channel), failure)
