@@ -338,6 +338,17 @@ impl<'a> Python<'a> {
 }
 
 impl Python<'_> {
+    /// The cached build in `dir`, if it may be reused: only while its artifacts hash as they did
+    /// when built (a submission, or anything else, that rewrote them since gets a fresh build),
+    /// and once its folder is the sandbox's again (the candidate writes there: locks, JIT caches).
+    fn reusable(&self, dir: &Path) -> Option<Build> {
+        std::fs::read(dir.join("build.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Build>(&b).ok())
+            .filter(|b| b.artifacts_sha256 == artifacts_hash(dir))
+            .filter(|_| self.confinement.give(dir).is_ok())
+    }
+
     /// After an import that defined ModelNew: construct it and call it once on fake tensors in
     /// the same compile worker, so builds in `__init__` or the first forward happen in the pool.
     /// Only a build failure there changes the outcome; a crash or timeout of the warm-up keeps
@@ -414,15 +425,7 @@ impl Backend for Python<'_> {
         let dir = self.build_dir(submission);
         let cached = dir.join("build.json");
         let (log, log_rel) = self.log_path(submission, "build");
-        // A build is reused only while its artifacts hash as they did when built (a submission,
-        // or anything else, that rewrote them since gets a fresh build), and once its folder is
-        // the sandbox's again (the candidate writes there: locks, JIT caches).
-        if let Some(mut build) = std::fs::read(&cached)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Build>(&b).ok())
-            .filter(|b| b.artifacts_sha256 == artifacts_hash(&dir))
-            .filter(|_| self.confinement.give(&dir).is_ok())
-        {
+        if let Some(mut build) = self.reusable(&dir) {
             build.cache_hit = true;
             build.seconds = started.elapsed().as_secs_f64();
             return build;

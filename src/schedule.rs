@@ -85,37 +85,48 @@ pub fn run<B: Backend>(
             });
         }
         drop(done_tx);
-        // This thread hands builds to the slots and reports, until both streams end.
-        let mut builds_open = true;
-        loop {
-            if builds_open {
-                match built_rx.recv_timeout(std::time::Duration::from_millis(20)) {
-                    Ok((i, build)) => {
-                        on_event(Event::Built {
-                            submission: &work[i].1,
-                            build: &build,
-                        });
-                        ready.0.lock().expect("ready lock").built.push((i, build));
-                        ready.1.notify_one();
-                    }
-                    Err(mpsc::RecvTimeoutError::Timeout) => {}
-                    Err(mpsc::RecvTimeoutError::Disconnected) => {
-                        builds_open = false;
-                        ready.0.lock().expect("ready lock").open = false;
-                        ready.1.notify_all();
-                    }
+        relay(work, &built_rx, &ready, &done_rx, &mut on_event);
+    });
+}
+
+/// On the calling thread: hand builds to the slots and report builds and evaluations as they
+/// come, until both streams end.
+fn relay(
+    work: &[(Task, Submission)],
+    built_rx: &mpsc::Receiver<(usize, Build)>,
+    ready: &(Mutex<Ready>, Condvar),
+    done_rx: &mpsc::Receiver<Box<Evaluation>>,
+    on_event: &mut impl FnMut(Event<'_>),
+) {
+    let mut builds_open = true;
+    loop {
+        if builds_open {
+            match built_rx.recv_timeout(std::time::Duration::from_millis(20)) {
+                Ok((i, build)) => {
+                    on_event(Event::Built {
+                        submission: &work[i].1,
+                        build: &build,
+                    });
+                    ready.0.lock().expect("ready lock").built.push((i, build));
+                    ready.1.notify_one();
                 }
-                while let Ok(e) = done_rx.try_recv() {
-                    on_event(Event::Evaluated(e));
-                }
-            } else {
-                match done_rx.recv() {
-                    Ok(e) => on_event(Event::Evaluated(e)),
-                    Err(_) => break,
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    builds_open = false;
+                    ready.0.lock().expect("ready lock").open = false;
+                    ready.1.notify_all();
                 }
             }
+            while let Ok(e) = done_rx.try_recv() {
+                on_event(Event::Evaluated(e));
+            }
+        } else {
+            match done_rx.recv() {
+                Ok(e) => on_event(Event::Evaluated(e)),
+                Err(_) => break,
+            }
         }
-    });
+    }
 }
 
 /// The costliest built pair, waiting for one while builds are still coming; None at the end.
