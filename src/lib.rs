@@ -341,15 +341,7 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
     }
     // Held for the whole run: dropping them (or a termination signal) restores the clocks.
     let _clock_locks = lock_clocks(&config)?;
-    // Speed-of-light ceilings of this machine (measured once per GPU, cached).
-    let ceilings = match (config.device, config.gpus.first()) {
-        (config::Device::Cuda, Some(&gpu)) => {
-            sol::load_or_measure(&config.python, &worker_path, &cache, &probe, gpu)
-                .map_err(|e| eprintln!("kbench: speed-of-light check off: {e}"))
-                .ok()
-        }
-        _ => None,
-    };
+    let ceilings = speed_of_light(&config, &worker_path, &probe);
     let mut record = start_record(&config, &probe, found.unmatched)?;
     if published.is_some() {
         record.published = published;
@@ -397,6 +389,23 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
         &mut record,
     )?;
     finish(&record, &config)
+}
+
+/// Speed-of-light ceilings of this machine's first GPU (measured once per GPU, cached); none
+/// on the CPU or where the measurement fails (said on stderr).
+fn speed_of_light(
+    config: &Config,
+    worker_path: &std::path::Path,
+    probe: &Probe,
+) -> Option<record::Ceilings> {
+    match (config.device, config.gpus.first()) {
+        (config::Device::Cuda, Some(&gpu)) => {
+            sol::load_or_measure(&config.python, worker_path, &config.cache, probe, gpu)
+                .map_err(|e| eprintln!("kbench: speed-of-light check off: {e}"))
+                .ok()
+        }
+        _ => None,
+    }
 }
 
 /// Build and evaluate `work`, reporting each evaluation as it finishes: the console, the

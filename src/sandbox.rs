@@ -261,20 +261,10 @@ impl Jail {
         }
     }
 
-    /// The shell script that builds the private root and drops privileges, then runs "$@".
-    fn script(&self, writable: &[PathBuf], shm: Option<&Path>, own_pids: bool) -> String {
-        let mut s = String::from(
-            "set -e\n\
-             b() { mkdir -p \"$R$2\"; mount --rbind \"$1\" \"$R$2\"; \
-             o=$(findmnt -no VFS-OPTIONS \"$R$2\" | sed 's/^rw/ro/'); \
-             mount -o \"remount,bind,$o,nosuid,nodev\" \"$R$2\"; }\n\
-             w() { mkdir -p \"$R$2\"; mount --rbind \"$1\" \"$R$2\"; }\n\
-             d() { touch \"$R$1\"; mount --bind \"$1\" \"$R$1\"; }\n\
-             l() { mkdir -p \"$(dirname \"$R$2\")\"; ln -s \"$1\" \"$R$2\"; }\n",
-        );
-        s += &format!("R={}\n", quote(&self.mountpoint.display().to_string()));
-        s += "mount -t tmpfs -o mode=0755,size=16m kbench-root \"$R\"\n";
-        s += "mkdir -p \"$R/tmp\" \"$R/dev/shm\" \"$R/proc\"\n";
+    /// Script lines binding the system folders read-only (links recreated as links) and the
+    /// device files: the basic ones, and on a GPU the driver's.
+    fn system_and_devices(&self) -> String {
+        let mut s = String::new();
         for dir in SYSTEM {
             match std::fs::symlink_metadata(dir) {
                 Ok(m) if m.file_type().is_symlink() => {
@@ -300,6 +290,46 @@ impl Jail {
         for dev in devices.iter().filter(|d| Path::new(d).exists()) {
             s += &format!("d {}\n", quote(dev));
         }
+        s
+    }
+
+    /// Script lines binding the read-only paths and `writable` at their places, outer first
+    /// where paths lie under each other.
+    fn binds(&self, writable: &[PathBuf]) -> String {
+        let mut binds: Vec<(String, bool)> = self
+            .readonly
+            .iter()
+            .map(|p| (p.display().to_string(), false))
+            .chain(writable.iter().map(|p| (p.display().to_string(), true)))
+            .collect();
+        binds.sort_by_key(|(p, _)| p.len());
+        binds.dedup();
+        let mut s = String::new();
+        for (path, rw) in binds {
+            let real = Path::new(&path)
+                .canonicalize()
+                .map_or(path.clone(), |p| p.display().to_string());
+            let f = if rw { "w" } else { "b" };
+            s += &format!("{f} {} {}\n", quote(&real), quote(&path));
+        }
+        s
+    }
+
+    /// The shell script that builds the private root and drops privileges, then runs "$@".
+    fn script(&self, writable: &[PathBuf], shm: Option<&Path>, own_pids: bool) -> String {
+        let mut s = String::from(
+            "set -e\n\
+             b() { mkdir -p \"$R$2\"; mount --rbind \"$1\" \"$R$2\"; \
+             o=$(findmnt -no VFS-OPTIONS \"$R$2\" | sed 's/^rw/ro/'); \
+             mount -o \"remount,bind,$o,nosuid,nodev\" \"$R$2\"; }\n\
+             w() { mkdir -p \"$R$2\"; mount --rbind \"$1\" \"$R$2\"; }\n\
+             d() { touch \"$R$1\"; mount --bind \"$1\" \"$R$1\"; }\n\
+             l() { mkdir -p \"$(dirname \"$R$2\")\"; ln -s \"$1\" \"$R$2\"; }\n",
+        );
+        s += &format!("R={}\n", quote(&self.mountpoint.display().to_string()));
+        s += "mount -t tmpfs -o mode=0755,size=16m kbench-root \"$R\"\n";
+        s += "mkdir -p \"$R/tmp\" \"$R/dev/shm\" \"$R/proc\"\n";
+        s += &self.system_and_devices();
         s += "mount -t tmpfs -o mode=1777,nosuid,nodev kbench-tmp \"$R/tmp\"\n";
         match shm {
             Some(dir) => s += &format!("w {} /dev/shm\n", quote(&dir.display().to_string())),
@@ -313,22 +343,7 @@ impl Jail {
             s += "mount --rbind /proc \"$R/proc\"\n";
         }
         s += "mount --bind \"$R/proc/sys\" \"$R/proc/sys\"; mount -o remount,bind,ro \"$R/proc/sys\"\n";
-        // Paths under each other are bound outer first.
-        let mut binds: Vec<(String, bool)> = self
-            .readonly
-            .iter()
-            .map(|p| (p.display().to_string(), false))
-            .chain(writable.iter().map(|p| (p.display().to_string(), true)))
-            .collect();
-        binds.sort_by_key(|(p, _)| p.len());
-        binds.dedup();
-        for (path, rw) in binds {
-            let real = Path::new(&path)
-                .canonicalize()
-                .map_or(path.clone(), |p| p.display().to_string());
-            let f = if rw { "w" } else { "b" };
-            s += &format!("{f} {} {}\n", quote(&real), quote(&path));
-        }
+        s += &self.binds(writable);
         s += "cd \"$R\"\npivot_root . .\numount -l .\ncd /tmp\n";
         let mut limits = format!(
             "--nofile={} --nproc={MAX_PROCESSES} --fsize={MAX_FILE_BYTES}",

@@ -33,23 +33,8 @@ pub fn read(src: &Path) -> Result<Import> {
             src.display()
         )));
     }
-    let mut dirs: BTreeMap<PathBuf, Vec<Kernel>> = BTreeMap::new();
-    for entry in walkdir::WalkDir::new(src).sort_by_file_name() {
-        let entry = entry.map_err(|e| Error::Other(format!("walk {}: {e}", src.display())))?;
-        let name = entry.file_name().to_string_lossy();
-        let dir = entry.path().parent().unwrap_or(src).to_path_buf();
-        if name == RESULTS {
-            dirs.entry(dir).or_default();
-        } else if let Some((level, number, sample)) = run_layout(&name) {
-            dirs.entry(dir).or_default().push(Kernel {
-                path: entry.path().to_path_buf(),
-                id: TaskId { level, number },
-                sample,
-            });
-        }
-    }
     let mut import = Import::default();
-    for (dir, kernels) in dirs {
+    for (dir, kernels) in run_folders(src)? {
         let at = |path: &Path| path.strip_prefix(src).unwrap_or(path).display().to_string();
         let results_path = dir.join(RESULTS);
         let mut results = match std::fs::read(&results_path) {
@@ -105,6 +90,26 @@ pub fn read(src: &Path) -> Result<Import> {
         );
     }
     Ok(import)
+}
+
+/// The folders below `src` that hold kernel files or an `eval_results.json`, with their kernels.
+fn run_folders(src: &Path) -> Result<BTreeMap<PathBuf, Vec<Kernel>>> {
+    let mut dirs: BTreeMap<PathBuf, Vec<Kernel>> = BTreeMap::new();
+    for entry in walkdir::WalkDir::new(src).sort_by_file_name() {
+        let entry = entry.map_err(|e| Error::Other(format!("walk {}: {e}", src.display())))?;
+        let name = entry.file_name().to_string_lossy();
+        let dir = entry.path().parent().unwrap_or(src).to_path_buf();
+        if name == RESULTS {
+            dirs.entry(dir).or_default();
+        } else if let Some((level, number, sample)) = run_layout(&name) {
+            dirs.entry(dir).or_default().push(Kernel {
+                path: entry.path().to_path_buf(),
+                id: TaskId { level, number },
+                sample,
+            });
+        }
+    }
+    Ok(dirs)
 }
 
 /// `eval_results.json` by (problem, sample).
