@@ -96,3 +96,18 @@ def test_a_build_failed_in_the_pool_fails_the_same_in_the_gpu_worker_without_com
     assert len(calls) == 4, "other sources build again"
     causes = {f["cause"] for f in kernels.failures()}
     assert causes == {"extension 'relu' failed to build: main.cpp:7:32: error: cannot convert 'float*' to 'int*' in initialization"}
+
+
+def test_builds_run_quietly_unless_verbose_is_passed_by_position(monkeypatch):
+    import torch.utils.cpp_extension as cpp_extension
+
+    from kbench_worker import kernels
+
+    seen = []
+    monkeypatch.setattr(cpp_extension, "load", lambda *args, **kwargs: seen.append((args, kwargs)))
+    monkeypatch.setattr(cpp_extension, "load_inline", cpp_extension.load_inline)
+    kernels.watch_extensions()
+    cpp_extension.load("a", ["a.cpp"], verbose=True)
+    positional = ("b", ["b.cpp"], None, None, None, None, None, True)
+    cpp_extension.load(*positional)
+    assert seen == [(("a", ["a.cpp"]), {"verbose": False}), (positional, {})]

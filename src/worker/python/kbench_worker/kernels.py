@@ -5,8 +5,8 @@ built: a torch C++/CUDA extension (cpp_extension.load / load_inline), a Triton k
 kernel. A correct submission with none of them is pure PyTorch: verdict `no_kernel`. A build
 that raised is kept too, with where it ran (import, `__init__`, forward) and its first error
 line: a module that caught it and fell back to PyTorch is `no_kernel` for that reason. Builds
-run with `verbose=False` whatever the submission asked: only then does torch put the compiler's
-output into the error it raises.
+run with `verbose=False` whatever the submission asked (unless it passes it by position): only
+then does torch put the compiler's output into the error it raises.
 
 It also records which loads compiled something in this process (ninja ran a step under
 TORCH_EXTENSIONS_DIR) rather than loading what the compile pool had built: the build record's
@@ -59,8 +59,7 @@ def watch_extensions():
             try:
                 if remembered is not None and remembered.is_file():
                     raise RuntimeError(remembered.read_text(errors="replace"))
-                # Quiet, torch puts the compiler's output into the error it raises.
-                module = __original(*args, **{**kwargs, "verbose": False})
+                module = __original(*args, **{**kwargs, **_quiet(args)})
             except BaseException as exc:
                 why = cause.build_message(exc) if cause.is_build_failure(exc) else cause.line(exc)
                 _failed.append({"extension": str(ext), "phase": phase, "cause": why})
@@ -73,6 +72,13 @@ def watch_extensions():
 
         wrapped._kbench_watched = True
         setattr(cpp_extension, name, wrapped)
+
+
+def _quiet(args):
+    """`verbose=False` for a load whose arguments do not already reach it (load's 8th, and
+    load_inline's 10th, positional parameter): quiet, torch puts the compiler's output into the
+    error it raises."""
+    return {"verbose": False} if len(args) < 7 else {}
 
 
 def _failure_file(loader, args, kwargs):
