@@ -200,6 +200,14 @@ pub enum BaselineArg {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ProcessCheckArg {
+    /// For FASTER and SLOWER labels whose interval lies within 1.5x of 1
+    Auto,
+    /// For every timed evaluation (SAME labels included)
+    Always,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LibraryPolicyArg {
     /// At most half of the GPU time in library kernels (cuBLAS, cuDNN, ATen), on every level
     Strict,
@@ -263,6 +271,11 @@ pub struct EvalArgs {
     /// mode, compiled before timing), interleaved in the same rounds
     #[arg(long, value_enum, value_delimiter = ',', default_value = "eager")]
     pub baseline: Vec<BaselineArg>,
+    /// When the reference is also timed in the candidate's process, to measure how differently
+    /// the two processes run the same kernels (cuDNN and cuBLAS choose algorithms per process);
+    /// the speedup's interval then includes that effect
+    #[arg(long, value_enum, default_value_t = ProcessCheckArg::Auto)]
+    pub process_check: ProcessCheckArg,
     /// Stop timing a task when the 95 % interval of its speedup is within ±F (0.01 = 1 %)
     #[arg(long, value_name = "F", default_value_t = 0.01)]
     pub ci_target: f64,

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::cli::{BaselineArg, DeviceArg, EvalArgs, LibraryPolicyArg, ModeArg, PrecisionArg};
+use crate::cli::{
+    BaselineArg, DeviceArg, EvalArgs, LibraryPolicyArg, ModeArg, PrecisionArg, ProcessCheckArg,
+};
 use crate::error::{Error, Result};
 use crate::probe::Probe;
 use crate::record::RecordedConfig;
@@ -98,6 +100,9 @@ pub struct Config {
     pub mode: Mode,
     /// `--baseline eager,compile`: torch.compile of the reference is timed too (offline mode).
     pub compile_baseline: bool,
+    /// `--process-check always`: every timing has the process check, not only FASTER and
+    /// SLOWER labels near 1 (`timing::allow_process_effect`).
+    pub process_check_always: bool,
     /// The run's seed: `--seed`, else secret (drawn from the OS, never written anywhere).
     pub seed: u64,
     pub seed_given: bool,
@@ -390,6 +395,7 @@ impl Config {
             budget: Duration::from_secs_f64(args.budget),
             mode: args.mode.into(),
             compile_baseline,
+            process_check_always: args.process_check == ProcessCheckArg::Always,
             seed: args.seed.or(from_file).unwrap_or_else(|| {
                 use rand::RngCore;
                 rand::rngs::OsRng.next_u64()
@@ -444,6 +450,7 @@ impl Config {
             seed_sha256: self.seed_sha256.clone(),
             library_policy: self.library_policy.as_str().into(),
             compile_baseline: self.compile_baseline,
+            process_check_always: self.process_check_always,
             overrides: self.overrides_json(),
         }
     }

@@ -80,6 +80,9 @@ pub struct RecordedConfig {
     /// `--baseline eager,compile`: each timing also holds the speedup over torch.compile.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub compile_baseline: bool,
+    /// `--process-check always`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub process_check_always: bool,
     /// None when the seed was secret.
     pub seed: Option<u64>,
     /// `--seed-file`: the SHA-256 of the seed, which stays secret (shards of one run must
@@ -315,6 +318,10 @@ pub struct Timing {
     /// `--baseline eager,compile`: the candidate against torch.compile of the reference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compile: Option<CompileBaseline>,
+    /// The process check of a FASTER or SLOWER label (`timing::allow_process_effect`): the
+    /// reference timed in the candidate's process too; the interval above includes its effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<ProcessEffect>,
     /// The task's speed of light on this machine (ms, `sol::t_sol_ms`); None without measured
     /// ceilings or task facts.
     #[serde(default)]
@@ -347,6 +354,24 @@ pub struct CompileBaseline {
     pub label: Decision,
     /// The eager reference's median over B's: what torch.compile gains on this task.
     pub compile_gain: f64,
+}
+
+/// How differently the two workers' processes run the same kernels: the task's reference timed
+/// in the reference worker (A) and in the candidate's worker (the control arm A'), interleaved
+/// as A and the candidate are. cuDNN and cuBLAS choose algorithms per process, so an identity
+/// submission can read a few percent FASTER or SLOWER in one process pair and not in another.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProcessEffect {
+    /// A's median over A''s, with the paired bootstrap interval over rounds.
+    pub ratio: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub reference_ms: f64,
+    pub control_ms: f64,
+    pub rounds: u32,
+    /// The speedup's interval before it was widened to the process-corrected speedup.
+    pub measured_ci_low: f64,
+    pub measured_ci_high: f64,
 }
 
 /// `--mode server`: per-request statistics of each arm and the tail speedup (the speedup

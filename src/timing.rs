@@ -16,8 +16,8 @@ use serde_json::{json, Value};
 use crate::config::{Config, Device, Mode};
 use crate::nvml::{Gpu, Nvml, RoundTag, Telemetry};
 use crate::record::{
-    merge_check, Arm, Audit, Check, CompileBaseline, Latency, Outcome, RoundTelemetry, Server,
-    Timing,
+    merge_check, Arm, Audit, Check, CompileBaseline, Latency, Outcome, ProcessEffect,
+    RoundTelemetry, Server, Timing,
 };
 use crate::stats;
 use crate::verdict::Verdict;
@@ -31,6 +31,8 @@ pub type Failed = (Verdict, String);
 const EAGER: usize = 0;
 const CANDIDATE: usize = 1;
 const COMPILED: usize = 2;
+/// The control arm A' (`allow_process_effect`): the reference, timed in the candidate's worker.
+const CONTROL: usize = 3;
 
 /// Samples per arm in one block: enough calls for ~5 ms, at most 10. A round is A C C A (or
 /// C A A C) in blocks, so linear drift cancels within a round and each arm holds each position
@@ -84,6 +86,12 @@ const SLOWDOWN_PAUSE: Duration = Duration::from_millis(50);
 const WARMUP_ALLOWANCE: Duration = Duration::from_secs(5);
 const BOOTSTRAP_RESAMPLES: usize = stats::DEFAULT_RESAMPLES;
 const CI_LEVEL: f64 = 0.95;
+/// The process check (`allow_process_effect`) runs for FASTER and SLOWER labels whose interval
+/// lies within this factor of 1: a difference between processes explains no more (identities on
+/// an H100 read 0.95-1.04 from it; a cuDNN workspace that did not fit, 0.76), and checking
+/// larger speedups would only cost time. It takes this many rounds of A and A'.
+const PROCESS_RANGE: f64 = 1.5;
+const PROCESS_ROUNDS: u32 = 6;
 
 /// The two workers of an evaluation, as timing uses them.
 pub struct Session<'s> {
@@ -210,7 +218,7 @@ struct Block {
 
 impl Session<'_> {
     fn worker(&mut self, arm: usize) -> &mut Worker {
-        if arm == CANDIDATE {
+        if arm == CANDIDATE || arm == CONTROL {
             self.candidate
         } else {
             self.reference
@@ -246,6 +254,8 @@ impl Session<'_> {
         });
         if arm == COMPILED {
             request["arm"] = json!("compile");
+        } else if arm == CONTROL {
+            request["arm"] = json!("control");
         }
         let started = Instant::now();
         let reply = self.ask(arm, request, self.config.timeouts.call)?;
@@ -521,6 +531,9 @@ impl Session<'_> {
         if rounds.host_syncs {
             allow_host_error(&mut timing, stats::HOST_SPEED_ERROR);
         }
+        if !flagged {
+            self.check_process(plan, rounds.blocker_us, &mut timing)?;
+        }
         timing.rounds_discarded = rounds.attempts - rounds.kept;
         timing.telemetry = std::mem::take(&mut rounds.telemetry);
         timing.stopped = rounds.stopped.into();
@@ -571,6 +584,83 @@ impl Session<'_> {
                 timing.ci_half_width * 100.0
             ));
         }
+    }
+
+    /// The process check of a label that a difference between the processes could explain
+    /// (`PROCESS_RANGE`): the reference timed in the candidate's worker too, and the interval
+    /// widened by its effect (`allow_process_effect`). A control arm that cannot be timed leaves
+    /// the label INCONCLUSIVE; a candidate caught cheating, dying or hanging fails as in any call.
+    fn check_process(
+        &mut self,
+        plan: &Plan,
+        blocker_us: f64,
+        timing: &mut Timing,
+    ) -> Result<(), Failed> {
+        let due = self.config.process_check_always
+            || matches!(
+                timing.label,
+                stats::Decision::Faster | stats::Decision::Slower
+            ) && timing.speedup_ci_low >= 1.0 / PROCESS_RANGE
+                && timing.speedup_ci_high <= PROCESS_RANGE;
+        if !due {
+            return Ok(());
+        }
+        match self.process_rounds(plan, blocker_us) {
+            Ok((reference, control)) => {
+                let effect = summarize(String::new(), reference, control, self.seed_base, 0.0);
+                allow_process_effect(
+                    timing,
+                    ProcessEffect {
+                        ratio: effect.speedup,
+                        ci_low: effect.speedup_ci_low,
+                        ci_high: effect.speedup_ci_high,
+                        reference_ms: effect.reference.median_ms,
+                        control_ms: effect.candidate.median_ms,
+                        rounds: PROCESS_ROUNDS,
+                        measured_ci_low: timing.speedup_ci_low,
+                        measured_ci_high: timing.speedup_ci_high,
+                    },
+                );
+            }
+            Err((verdict @ (Verdict::Cheat | Verdict::Crashed | Verdict::Timeout), why)) => {
+                return Err((verdict, why));
+            }
+            Err((_, why)) => {
+                timing.label = stats::Decision::Inconclusive;
+                timing.warnings.push(format!(
+                    "the process check could not time the reference in the candidate's worker ({why}): a difference between the two processes is not ruled out, so the label is INCONCLUSIVE"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Rounds of the reference in its own worker (A) and in the candidate's (the control arm
+    /// A'), palindromic as the main rounds are: A A' A' A, then A' A A A'.
+    fn process_rounds(&mut self, plan: &Plan, blocker_us: f64) -> Result<(Arm, Arm), Failed> {
+        let mut setup = self.setup("offline");
+        setup["cycles_per_us"] = json!(plan.max_mhz);
+        setup["arm"] = json!("control");
+        let deadline = self.config.timeouts.call + WARMUP_ALLOWANCE;
+        self.ask(CONTROL, setup, deadline)?;
+        let mut taken = [Taken::default(), Taken::default()];
+        for round in 0..PROCESS_ROUNDS {
+            let order = if round % 2 == 0 {
+                [EAGER, CONTROL, CONTROL, EAGER]
+            } else {
+                [CONTROL, EAGER, EAGER, CONTROL]
+            };
+            for arm in order {
+                let block =
+                    self.block(arm, plan.block_n, plan.cycles(blocker_us), 0, plan.burst)?;
+                let arm_taken = &mut taken[usize::from(arm == CONTROL)];
+                arm_taken
+                    .rounds
+                    .extend(std::iter::repeat_n(round, block.samples.len()));
+                arm_taken.samples.extend(block.samples);
+            }
+        }
+        Ok((arm_of(&taken[0]), arm_of(&taken[1])))
     }
 
     /// Audit samples only, interleaved one per arm per round (A C, then C A): the times
@@ -896,6 +986,41 @@ pub fn allow_host_error(timing: &mut Timing, error: f64) {
     }
 }
 
+/// Widens the speedup's interval for the process effect: the same reference ran `effect.ratio`
+/// times as fast in its own worker as in the candidate's, so the speedup owed to the submission
+/// lies anywhere from the one measured to the one measured over that ratio. The interval covers
+/// both (each end at its bootstrap bound), and the label is decided again, with any host-speed
+/// allowance; a label the effect changes says why.
+pub fn allow_process_effect(timing: &mut Timing, effect: ProcessEffect) {
+    let was = timing.label;
+    timing.speedup_ci_low = timing
+        .speedup_ci_low
+        .min(timing.speedup_ci_low / effect.ci_high);
+    timing.speedup_ci_high = timing
+        .speedup_ci_high
+        .max(timing.speedup_ci_high / effect.ci_low);
+    timing.ci_half_width = half_width(timing);
+    timing.label = stats::decide_within(
+        timing.speedup_ci_low,
+        timing.speedup_ci_high,
+        timing.delta,
+        timing.host_error.unwrap_or(0.0),
+    );
+    if timing.label != was {
+        timing.warnings.push(format!(
+            "the reference itself ran {:.3}x as fast in its own worker ({:.4} ms) as in the candidate's ({:.4} ms): cuDNN and cuBLAS choose algorithms per process, so the interval includes that effect, [{:.3}, {:.3}], and the label is {} rather than {}",
+            effect.ratio,
+            effect.reference_ms,
+            effect.control_ms,
+            timing.speedup_ci_low,
+            timing.speedup_ci_high,
+            timing.label.as_str().to_uppercase(),
+            was.as_str().to_uppercase(),
+        ));
+    }
+    timing.process = Some(effect);
+}
+
 /// The host-speed error of a forward that synchronizes with the host inside, from each arm's
 /// busy share (GPU busy time of one profiled call over the arm's median time): only the time the
 /// GPU waits for the host depends on the host's speed, so `HOST_SPEED_ERROR` is scaled by the
@@ -1211,6 +1336,7 @@ pub fn summarize(
         host_error: None,
         cpu: None,
         compile: None,
+        process: None,
         sol_ms: None,
         percent_sol: None,
         reference_percent_sol: None,
@@ -1425,6 +1551,62 @@ mod tests {
         // measured against a median) count as no idle time.
         assert_eq!(host_error(0.0, 0.0), stats::HOST_SPEED_ERROR);
         assert_eq!(host_error(1.3, 0.0), stats::HOST_SPEED_ERROR / 2.0);
+    }
+
+    #[test]
+    fn the_process_effect_widens_the_interval_to_the_corrected_speedup() {
+        // level1/71's identity read 0.952 [0.949, 0.958] in one process pair: the reference
+        // itself ran as much slower in the candidate's process, so the corrected speedup is ~1
+        // and the label is INCONCLUSIVE, not SLOWER. A 1.2x candidate in processes that run the
+        // reference alike stays FASTER; a 1.3x one whose process runs the reference 5 % faster
+        // (only part of its speedup is its own) is still FASTER, with the wider interval.
+        let effect = |ratio: f64, half: f64| ProcessEffect {
+            ratio,
+            ci_low: ratio * (1.0 - half),
+            ci_high: ratio * (1.0 + half),
+            reference_ms: 1.0,
+            control_ms: 1.0 / ratio,
+            rounds: PROCESS_ROUNDS,
+            measured_ci_low: 0.0,
+            measured_ci_high: 0.0,
+        };
+        let judged = |speedup: f64, process: ProcessEffect| {
+            let reference: Vec<f64> = (0..40).map(|i| 3.0 + f64::from(i % 5) * 0.001).collect();
+            let candidate = reference.iter().map(|r| r / speedup).collect();
+            let mut t = summarize(
+                "test".into(),
+                arm(reference.clone()),
+                arm(candidate),
+                1,
+                stats::DELTA_SHARED,
+            );
+            let before = (t.label, t.speedup_ci_low, t.speedup_ci_high);
+            allow_process_effect(&mut t, process);
+            (before, t)
+        };
+        let ((was, low, high), t) = judged(0.952, effect(0.952, 0.002));
+        assert_eq!(was, stats::Decision::Slower);
+        assert_eq!(t.label, stats::Decision::Inconclusive);
+        assert!(t.speedup_ci_low <= low && t.speedup_ci_high > 0.99 && t.speedup_ci_high > high);
+        assert!(t
+            .warnings
+            .iter()
+            .any(|w| w.contains("per process") && w.contains("INCONCLUSIVE rather than SLOWER")));
+        let ((was, ..), t) = judged(1.2, effect(1.0, 0.003));
+        assert_eq!(
+            (was, t.label),
+            (stats::Decision::Faster, stats::Decision::Faster)
+        );
+        assert!(t.warnings.iter().all(|w| !w.contains("per process")));
+        let ((_, low, high), t) = judged(1.3, effect(1.05, 0.003));
+        assert_eq!(t.label, stats::Decision::Faster);
+        assert!(t.speedup_ci_low < 0.97 * low && t.speedup_ci_high == high);
+        assert_eq!(t.process.as_ref().map(|p| p.ratio), Some(1.05));
+        // The label is decided again with the host-speed allowance: 1.2x is within it.
+        let (_, mut t) = judged(1.2, effect(1.0, 0.001));
+        t.host_error = Some(stats::HOST_SPEED_ERROR);
+        allow_process_effect(&mut t, effect(1.0, 0.001));
+        assert_eq!(t.label, stats::Decision::Inconclusive);
     }
 
     #[test]

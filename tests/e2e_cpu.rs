@@ -385,12 +385,21 @@ fn the_bundled_cpu_example_passes_the_gate() {
         assert_eq!(t["speedup"], t["mean_ratio"]);
     }
 
-    // The torch.compile baseline: a third arm in the same rounds, its own speedup and samples.
+    // The torch.compile baseline: a third arm in the same rounds, its own speedup and samples;
+    // and the process check, the reference timed in the candidate's worker too (asked for every
+    // label here: by default only FASTER and SLOWER near 1 get it).
     let compiled = tmp.path().join("compiled");
     let run = eval(
         &example,
         &compiled,
-        &["--baseline", "eager,compile", "--only", "2/76"],
+        &[
+            "--baseline",
+            "eager,compile",
+            "--process-check",
+            "always",
+            "--only",
+            "2/76",
+        ],
     );
     assert_eq!(
         run.status.code(),
@@ -401,7 +410,16 @@ fn the_bundled_cpu_example_passes_the_gate() {
     let record: serde_json::Value =
         serde_json::from_slice(&std::fs::read(compiled.join("results.json")).unwrap()).unwrap();
     assert_eq!(record["config"]["compile_baseline"], true);
+    assert_eq!(record["config"]["process_check_always"], true);
     let t = &record["evaluations"][0]["timing"];
+    let p = &t["process"];
+    assert_eq!(p["rounds"], 6, "{t}");
+    let ratio = p["ratio"].as_f64().unwrap();
+    assert!(p["ci_low"].as_f64().unwrap() <= ratio && ratio <= p["ci_high"].as_f64().unwrap());
+    assert!(p["reference_ms"].as_f64().unwrap() > 0.0 && p["control_ms"].as_f64().unwrap() > 0.0);
+    // The interval reported covers the one measured.
+    assert!(t["speedup_ci_low"].as_f64() <= p["measured_ci_low"].as_f64());
+    assert!(t["speedup_ci_high"].as_f64() >= p["measured_ci_high"].as_f64());
     let b = &t["compile"];
     assert!(b["compile_s"].as_f64().unwrap() > 0.0, "{t}");
     assert!(b["speedup"].as_f64().unwrap() > 0.0);

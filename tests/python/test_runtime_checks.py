@@ -580,3 +580,59 @@ def test_bits_compare_every_dtype():
         assert outputs.same_bits(t, t.clone())
     assert not outputs.same_bits(torch.tensor([0.0]), torch.tensor([-0.0]))
 
+
+
+# -- the control arm of the process check ----------------------------------------------------
+
+LINEAR_TASK = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.fc = nn.Linear(n, n)
+
+    def forward(self, x):
+        return self.fc(x)
+
+n = 8
+
+def get_inputs():
+    return [torch.randn(4, n)]
+
+def get_init_inputs():
+    return [n]
+"""
+
+
+def test_the_control_arm_times_the_tasks_reference_in_the_candidates_process(tmp_path):
+    # The submission's own model computes something else: the control arm must not time it.
+    task = write(tmp_path, "linear.py", LINEAR_TASK)
+    body = """
+    class ModelNew(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+        def forward(self, x):
+            return x * 3
+    """
+    from kbench_worker.candidate import Session
+
+    session = Session(channel=None)
+    session.candidate = make_candidate(tmp_path, body, task=task, scale=None)
+    reference = Reference({"device": "cpu", "precision": "fp32", "atol": 1e-2, "rtol": 1e-2, "task": str(task)})
+    harness.perturb(reference.model, 5)
+    session.perturb({"seed": 5})
+    setup = {"cmd": "time_setup", "arm": "control", "mode": "offline", "seed": 3, "cycles_per_us": 1980}
+    warm = session.time(setup)
+    assert warm["calls"] >= 1 and "checks" in warm
+    control = session.candidate.control.model
+    assert type(control).__name__ == "Model"
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        # Built and perturbed as the reference worker's model is.
+        assert torch.equal(control(x), reference.model(x))
+    reply = session.time({"cmd": "time", "arm": "control", "n": 3})
+    assert len(reply["samples_ms"]) == 3
+    # The candidate's own arm is untouched and still times ModelNew.
+    assert session.candidate.timed is None

@@ -49,6 +49,8 @@ class Candidate:
         self.checks.run("precision.tf32_flags", runtime.tf32_flags)
         self.timed = None
         self.shared = None
+        self.perturbed = None  # the seed of `params.perturbation`, once applied
+        self.control = None
 
     def trial(self, req):
         """Run one call under the runtime checks (with ``deep``, the expensive ones too) and hand
@@ -151,8 +153,14 @@ class Candidate:
         return log.entries()
 
     def time(self, req):
+        """The candidate's arm by default; ``arm: control`` times the task's own reference in
+        this process (`Control`)."""
         self.shared = None
-        return timing.handle(self, req, keep=True)
+        if req.get("arm") != "control":
+            return timing.handle(self, req, keep=True)
+        if req["cmd"] == "time_setup":
+            self.control = Control(self)
+        return timing.handle(self.control, req, keep=False)
 
     def timed_check(self, req):
         """`timing.timed_output_check`: the output kept from the last block of timed calls (chosen
@@ -164,6 +172,21 @@ class Candidate:
         index, out = kept
         outputs.exact_type(out)
         return {"index": index, "outputs": harness.describe(out), **self.hand_over(out, None, req)}
+
+
+class Control:
+    """The control arm (`timing.process_effect`): the task's reference model, built as the
+    reference worker builds it (same initialisation, same parameter perturbation), timed in the
+    candidate's process. Against the reference worker's own times it shows how differently this
+    process runs the same kernels (cuDNN and cuBLAS choose algorithms per process). The
+    submission can slow it down, which only widens its own interval."""
+
+    def __init__(self, candidate):
+        self.task, self.device, self.precision = candidate.task, candidate.device, candidate.precision
+        self.timed = None
+        self.model = harness.build(self.task.Model, candidate.init, self.device, self.precision)
+        if candidate.perturbed is not None:
+            harness.perturb(self.model, candidate.perturbed)
 
 
 def _unless_oom(check, *args):
@@ -211,6 +234,7 @@ class Session:
         return {**reply, "compiled": kernels.compiled()}
 
     def perturb(self, req):
+        self.candidate.perturbed = req["seed"]
         return {"shapes": harness.perturb(self.candidate.model, req["seed"])}
 
     def time(self, req):
