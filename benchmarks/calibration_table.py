@@ -81,6 +81,22 @@ def exceptions(timed, untimed):
         print(f"| {e['file']} | {e['verdict']} | {t['label']} | {ci} | {t['method']} | {t['stopped']} | {note} |")
 
 
+def process_checks(timed):
+    checked = sorted((e for e in timed if e["timing"].get("process")), key=lambda e: e["file"])
+    print(f"\n## Process checks ({len(checked)} of {len(timed)} timings)\n")
+    if not checked:
+        return
+    print("| file | measured [95 % CI] | reference in its own worker over in the candidate's [CI] | reported [CI] | label |")
+    print("| --- | --- | --- | --- | --- |")
+    for e in checked:
+        t, p = e["timing"], e["timing"]["process"]
+        print(
+            f"| {e['file']} | {t['speedup']:.3f} [{p['measured_ci_low']:.3f}, {p['measured_ci_high']:.3f}]"
+            f" | {p['ratio']:.3f} [{p['ci_low']:.3f}, {p['ci_high']:.3f}]"
+            f" | [{t['speedup_ci_low']:.3f}, {t['speedup_ci_high']:.3f}] | {t['label']} |"
+        )
+
+
 def walltime(evals):
     phases = Counter()
     for e in evals.values():
@@ -124,6 +140,7 @@ def main():
     print(f"# Identity calibration: {record['config']['mode']} mode, {record['environment']['gpus'][0].get('name', '?')}\n")
     timed, untimed = labels(offline)
     exceptions(timed, untimed)
+    process_checks(timed)
     walltime(offline)
     if len(sys.argv) == 3:
         side_by_side(offline, load(sys.argv[2])[0])
