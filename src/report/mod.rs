@@ -190,6 +190,7 @@ pub(crate) mod tests {
                 seed_sha256: None,
                 library_policy: "partial".into(),
                 compile_baseline: false,
+                process_check_always: false,
                 overrides: serde_json::json!({"scale": "small", "set": {}}),
             },
             evaluations: vec![
