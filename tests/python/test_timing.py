@@ -1,5 +1,6 @@
 """The timing worker's CPU path: seeds shared with kbench, fresh inputs per call, kept outputs."""
 
+import sys
 import time
 import types
 
@@ -35,9 +36,9 @@ class Recorder(torch.nn.Module):
         return x * 2
 
 
-def timed(keep=True):
+def timed():
     model = Recorder()
-    return model, timing.TimedModel(model, Task, seed_base=11, device="cpu", precision="fp32", keep=keep)
+    return model, timing.TimedModel(model, Task, seed_base=11, device="cpu", precision="fp32")
 
 
 def test_every_timed_call_gets_fresh_contents_in_place():
@@ -69,7 +70,7 @@ def test_a_set_too_large_to_copy_gets_new_storage_in_the_same_objects():
 
 
 def test_audit_calls_follow_the_samples_on_their_own_inputs():
-    model, t = timed(keep=False)
+    model, t = timed()
     reply = t.samples(2, blocker_cycles=0, audits=3)
     assert len(reply["samples_ms"]) == 2 and len(reply["audit_ms"]) == 3
     # On the CPU there is no other stream to leave work on: no excess.
@@ -93,8 +94,8 @@ def test_the_compiled_baseline_times_torch_compile_of_the_same_module():
     x = torch.randn(4, 8)
     with torch.no_grad():
         assert torch.allclose(compiled.model(x), eager.model(x))
-    timing.handle(compiled, {"cmd": "time_setup", "mode": "offline", "seed": 5, "cycles_per_us": 1980}, keep=False)
-    reply = timing.handle(compiled, {"cmd": "time", "n": 3}, keep=False)
+    timing.handle(compiled, {"cmd": "time_setup", "mode": "offline", "seed": 5, "cycles_per_us": 1980})
+    reply = timing.handle(compiled, {"cmd": "time", "n": 3})
     assert len(reply["samples_ms"]) == 3
 
 
@@ -126,9 +127,31 @@ def test_the_kept_output_belongs_to_its_sample():
     assert 0 <= k < 5
     assert torch.equal(out, model.seen[k][2] * 2)
     assert t.take_kept() is None
-    _, untouched = timed(keep=False)
-    untouched.samples(3, blocker_cycles=0, audits=0)
-    assert untouched.take_kept() is None
+
+
+class Finisher(torch.nn.Module):
+    """Returns zeros, and fills its previous output in place when the worker still holds it (its
+    reference count says so): what a kept output that is not a copy would let it fix."""
+
+    def __init__(self):
+        super().__init__()
+        self.last = None
+
+    def forward(self, x, labels):
+        if self.last is not None and sys.getrefcount(self.last[0]) >= 3:
+            self.last[0].copy_(self.last[1] * 2)
+        out = torch.zeros_like(x)
+        self.last = (out, x.clone())
+        return out
+
+
+def test_the_kept_output_is_a_copy_taken_at_once():
+    t = timing.TimedModel(Finisher(), Task, seed_base=11, device="cpu", precision="fp32")
+    for _ in range(5):
+        t.samples(6, blocker_cycles=0, audits=0)
+        _, out = t.take_kept()
+        # The worker's copy is what the call returned: zeros, never fixed afterwards.
+        assert torch.count_nonzero(out) == 0
 
 
 def test_warmup_reports_calibration():
@@ -149,7 +172,7 @@ def test_the_warm_up_blocker_follows_the_previous_call_not_the_cold_first(monkey
             clock[0] += 0.2 if not self.seen else 0.001
             return super().forward(x, labels)
 
-    t = timing.TimedModel(Cold(), Task, seed_base=11, device="cpu", precision="fp32", keep=False)
+    t = timing.TimedModel(Cold(), Task, seed_base=11, device="cpu", precision="fp32")
     blockers, stage = [], t._stage
     monkeypatch.setattr(t, "_stage", lambda drawn, cycles: blockers.append(cycles) or stage(drawn, cycles))
     t.warmup(cycles_per_us=1000)
@@ -163,10 +186,10 @@ def test_the_warm_up_blocker_follows_the_previous_call_not_the_cold_first(monkey
 
 def test_handle_dispatches_both_modes():
     worker = types.SimpleNamespace(model=Recorder(), task=Task, device="cpu", precision="fp32", timed=None)
-    assert "median_ms" in timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "offline", "cycles_per_us": 1980}, keep=False)
-    assert len(timing.handle(worker, {"cmd": "time", "n": 2}, keep=False)["samples_ms"]) == 2
-    assert timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "kernelbench"}, keep=False) == {}
-    assert len(timing.handle(worker, {"cmd": "time", "n": 4}, keep=False)["samples_ms"]) == 4
+    assert "median_ms" in timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "offline", "cycles_per_us": 1980})
+    assert len(timing.handle(worker, {"cmd": "time", "n": 2})["samples_ms"]) == 2
+    assert timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "kernelbench"}) == {}
+    assert len(timing.handle(worker, {"cmd": "time", "n": 4})["samples_ms"]) == 4
 
 
 def test_seeding_the_generators_draws_as_torch_manual_seed_does():
@@ -190,7 +213,7 @@ def test_set_up_moves_only_the_submitting_thread_to_the_timing_cpu():
 
     def set_up():
         worker = types.SimpleNamespace(model=Recorder(), task=Task, device="cpu", precision="fp32", timed=None)
-        timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "kernelbench", "cpu": cpu}, keep=False)
+        timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "kernelbench", "cpu": cpu})
         seen["cpus"] = os.sched_getaffinity(0)
 
     thread = threading.Thread(target=set_up)
@@ -224,10 +247,10 @@ def test_the_server_clock_is_read_from_nvml_by_the_gpus_uuid(monkeypatch):
 
 def test_server_requests_wait_their_gaps_and_report_latency():
     worker = types.SimpleNamespace(model=Recorder(), task=Task, device="cpu", precision="fp32", timed=None)
-    warm = timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "server"}, keep=False)
+    warm = timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "server"})
     assert warm["calls"] == 3 and warm["median_ms"] >= 0
     began = time.perf_counter()
-    reply = timing.handle(worker, {"cmd": "time", "gaps_ms": [20.0, 0.0, 30.0]}, keep=False)
+    reply = timing.handle(worker, {"cmd": "time", "gaps_ms": [20.0, 0.0, 30.0]})
     assert time.perf_counter() - began >= 0.05
     assert len(reply["samples_ms"]) == len(reply["latency_ms"]) == 3
     # No NVML on the CPU: each request's clock reading is absent, not invented.

@@ -157,10 +157,10 @@ class Candidate:
         this process (`Control`)."""
         self.shared = None
         if req.get("arm") != "control":
-            return timing.handle(self, req, keep=True)
+            return timing.handle(self, req)
         if req["cmd"] == "time_setup":
             self.control = Control(self)
-        return timing.handle(self.control, req, keep=False)
+        return timing.handle(self.control, req)
 
     def timed_check(self, req):
         """`timing.timed_output_check`: the output kept from the last block of timed calls (chosen

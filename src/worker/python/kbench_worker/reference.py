@@ -291,10 +291,10 @@ class Session:
     def time(self, req):
         """Arm A (eager) by default; ``arm: compile`` times torch.compile of the same model."""
         if req.get("arm") != "compile":
-            return timing.handle(self.reference, req, keep=False)
+            return timing.handle(self.reference, req)
         if req["cmd"] == "time_setup":
             self.reference.compiled = Compiled(self.reference, req["seed"])
-        reply = timing.handle(self.reference.compiled, req, keep=False)
+        reply = timing.handle(self.reference.compiled, req)
         return {**reply, "compile_s": self.reference.compiled.compile_s}
 
     def profile(self, req):

@@ -19,9 +19,11 @@ stream, so the harness never switches streams), after a device-wide synchronize:
    several calls on distinct input sets, all written before the flush, divided by their number).
 
 kbench (Rust) drives the schedule: interleaved blocks of samples across the reference and the
-candidate worker, adaptive stopping, NVML telemetry, the audit and envelope checks. The
-candidate keeps the output of one sample per block, chosen after the call from the OS's
-randomness, for the trusted side to check (`timing.timed_output_check`).
+candidate worker, adaptive stopping, NVML telemetry, the audit and envelope checks. Each
+arm keeps a copy of one sample's output per block, chosen after the call from the OS's
+randomness and copied at once (`outputs.kept_copy`); the candidate's is for the trusted side to
+check (`timing.timed_output_check`), the reference's only does the same work, so neither arm's
+wall time holds more (`timing.wall_envelope`).
 
 Input seeds: sample k uses seed ``derive_seed(base, k)`` and forward seed
 ``derive_seed(seed, 0)``; kbench computes the same values (evaluate.rs) to check a kept output
@@ -37,7 +39,7 @@ import time
 
 import torch
 
-from . import harness, runtime
+from . import harness, outputs, runtime
 
 MASK53 = (1 << 53) - 1
 # Input sets per arm, memory permitting (docs/design/timing.md step 5).
@@ -69,12 +71,11 @@ class TimedModel:
     the device helpers (flush buffer, events). Set up on the first timing request, after the
     correctness trials, with memory released so the other worker on the GPU has room."""
 
-    def __init__(self, model, task, seed_base, device, precision, keep):
+    def __init__(self, model, task, seed_base, device, precision):
         harness.release_memory(device)
         self.model, self.task, self.base = model, task, seed_base
         self.device, self.precision = device, precision
         self.cuda = device.startswith("cuda")
-        self.keep = keep
         self.kept = None
         self.taken = 0
         first = harness.make_inputs(task, derive_seed(seed_base, 0), device, precision)
@@ -233,8 +234,8 @@ class TimedModel:
                     out = self._calls(self.model, inputs, rest)
                     samples.append((time.perf_counter() - t0) * 1e3 / burst)
                 # Reservoir of one, decided after the call: no call can know it will be checked.
-                if self.keep and int.from_bytes(os.urandom(4), "little") % (i + 1) == 0:
-                    self.kept = (k, out)
+                if int.from_bytes(os.urandom(4), "little") % (i + 1) == 0:
+                    self.kept = (k, outputs.kept_copy(out))
                 del out
             reply = {"samples_ms": samples, "overflows": overflows, "audit_ms": [], "audit_excess_ms": [], "burst": burst}
             for _ in range(audits):
@@ -362,7 +363,7 @@ class ServerModel:
         return {"samples_ms": device, "latency_ms": latency, "sm_mhz": clocks}
 
 
-def handle(worker, req, keep):
+def handle(worker, req):
     """The timing commands, for either worker (`worker` has model, task, device, precision and a
     `timed` slot): `time_setup` (build and warm up, in the request's mode), `time` (a block of
     samples, or of server requests after the gaps it names). At set-up the calling thread, which
@@ -378,7 +379,7 @@ def handle(worker, req, keep):
         if req["mode"] == "server":
             worker.timed = ServerModel(worker.model, worker.task, req["seed"], worker.device, worker.precision)
             return worker.timed.warm
-        worker.timed = TimedModel(worker.model, worker.task, req["seed"], worker.device, worker.precision, keep)
+        worker.timed = TimedModel(worker.model, worker.task, req["seed"], worker.device, worker.precision)
         return worker.timed.warmup(req["cycles_per_us"])
     if isinstance(worker.timed, KernelBenchModel):
         return worker.timed.samples(req["n"])
