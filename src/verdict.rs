@@ -148,7 +148,7 @@ impl Cause {
 }
 
 /// The verdict for an error the candidate's code raised.
-pub fn of_worker_error(error: &WorkerError) -> Verdict {
+fn of_worker_error(error: &WorkerError) -> Verdict {
     match error.kind {
         ErrorKind::Syntax | ErrorKind::Build => Verdict::CompileError,
         ErrorKind::Output => Verdict::Incorrect,
@@ -158,7 +158,7 @@ pub fn of_worker_error(error: &WorkerError) -> Verdict {
 }
 
 /// The verdict when the candidate worker gave no reply.
-pub fn of_failure(failure: &Failure) -> Verdict {
+fn of_failure(failure: &Failure) -> Verdict {
     match failure {
         Failure::Timeout(_) => Verdict::Timeout,
         Failure::Protocol(why) if why.starts_with(crate::worker::protocol::FORGED) => {
@@ -171,7 +171,7 @@ pub fn of_failure(failure: &Failure) -> Verdict {
 /// The trusted worker died or stopped answering while a candidate ran: the candidate may have
 /// killed it, so it fails; a skip would let it through the gate. A line in its reply pipe
 /// without its key can only be the candidate's: `cheat`.
-pub fn of_reference_death(failure: &Failure) -> (Verdict, String) {
+fn of_reference_death(failure: &Failure) -> (Verdict, String) {
     match of_failure(failure) {
         Verdict::Cheat => (
             Verdict::Cheat,
@@ -233,7 +233,7 @@ pub struct KernelEvidence {
 
 /// `Pass`, or `NoKernel` with why: no kernel at all (saying which build failed and was caught),
 /// kernels built that never ran in the profiled call, or library kernels above the policy.
-pub fn judge_kernels(k: &KernelEvidence) -> (Verdict, String) {
+fn judge_kernels(k: &KernelEvidence) -> (Verdict, String) {
     let no_kernel = |why: String| (Verdict::NoKernel, why);
     if k.kernels.is_empty() {
         return no_kernel(match k.build_failures.first() {
