@@ -1,7 +1,7 @@
 //! One evaluation, (task, submission) on one device, through the Python workers: the compile
 //! worker builds, the reference worker (trusted) makes the expected outputs and compares, the
 //! candidate worker (untrusted) runs ModelNew. Everything that can go wrong in submission code
-//! ends as a `Verdict`, never as an `Err`.
+//! ends as a `Cause`, which `verdict.rs` decides into a `Verdict`, never as an `Err`.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -22,7 +22,7 @@ use crate::submission::Submission;
 use crate::task::{Task, TaskId};
 use crate::taskfacts::TaskFacts;
 use crate::timing::{self, Failed};
-use crate::verdict::{self, judge_kernels, KernelEvidence, Verdict};
+use crate::verdict::{Cause, KernelEvidence, ReferenceStep, Verdict};
 use crate::worker::{ErrorKind, Failure, Reply, Spawn, Worker};
 
 /// Runs compile and evaluation steps; the scheduler is generic over it so it can be tested
@@ -162,12 +162,12 @@ fn early(task: &Task, submission: &Submission, verdict: Verdict, reason: String)
     }
 }
 
-/// A worker request's outcome, flattened: a body, or a verdict with its reason.
+/// A candidate request's outcome, flattened: a body, or what the candidate did instead.
 fn ask(worker: &mut Worker, body: Value, deadline: Duration) -> Result<Value, Failed> {
     match worker.request(body, deadline) {
         Ok(Reply::Ok(v)) => Ok(v),
-        Ok(Reply::Err(e)) => Err((verdict::of_worker_error(&e), e.message)),
-        Err(f) => Err((verdict::of_failure(&f), f.to_string())),
+        Ok(Reply::Err(e)) => Err(Cause::Raised(e)),
+        Err(f) => Err(Cause::Silent(f)),
     }
 }
 
@@ -511,28 +511,20 @@ impl Backend for Python<'_> {
         let mut eval = early(task, submission, Verdict::Pass, String::new());
         eval.sandbox = self.confinement.label.clone();
         eval.build = Some(build.clone());
-        match build.status {
-            BuildStatus::Failed => {
-                eval.verdict = Verdict::CompileError;
-                eval.reason = build.message.clone();
-            }
-            BuildStatus::Timeout => {
-                eval.verdict = Verdict::Timeout;
-                eval.reason = format!("build: {}", build.message);
-            }
-            BuildStatus::Crashed => {
-                eval.verdict = Verdict::Crashed;
-                eval.reason = format!("build: {}", build.message);
-            }
+        let cause = match build.status {
+            BuildStatus::Failed => Cause::BuildFailed(build.message.clone()),
+            BuildStatus::Timeout => Cause::BuildTimedOut(build.message.clone()),
+            BuildStatus::Crashed => Cause::BuildCrashed(build.message.clone()),
             BuildStatus::Ok | BuildStatus::ImportFailed => {
-                if let Err((verdict, reason)) = self.run_workers(task, submission, slot, &mut eval)
-                {
-                    eval.verdict = verdict;
-                    eval.reason = reason;
+                match self.run_workers(task, submission, slot, &mut eval) {
+                    Ok(evidence) => Cause::Kernels(Box::new(evidence)),
+                    Err(cause) => cause,
                 }
             }
-        }
-        eval.reason = one_line(&eval.reason);
+        };
+        let (verdict, reason) = cause.decide();
+        eval.verdict = verdict;
+        eval.reason = one_line(&reason);
         eval.seconds = started.elapsed().as_secs_f64();
         eval
     }
@@ -594,22 +586,22 @@ fn shape_constant(facts: &TaskFacts) -> Option<&str> {
 }
 
 impl Python<'_> {
-    /// Load both workers, run the trials, then time; fills `eval` or returns the verdict that ends it.
+    /// Load both workers, run the trials, then time; fills `eval` and returns the kernels'
+    /// evidence, or the cause that ends it.
     fn run_workers(
         &self,
         task: &Task,
         sub: &Submission,
         slot: usize,
         eval: &mut Evaluation,
-    ) -> Result<(), Failed> {
+    ) -> Result<KernelEvidence, Failed> {
         let cfg = self.config;
-        let skipped = |why: String| (Verdict::Skipped, why);
         let Pair {
             mut reference,
             mut candidate,
             logs,
             exchange,
-        } = self.take_pair(slot).map_err(skipped)?;
+        } = self.take_pair(slot).map_err(Cause::Unready)?;
         let (ref_log, ref_rel) = self.log_path(sub, "reference");
         let (cand_log, cand_rel) = self.log_path(sub, "candidate");
         // The workers keep writing to the renamed files.
@@ -675,14 +667,13 @@ impl Python<'_> {
         exchange: &Exchange,
     ) -> Result<(Value, Value), Failed> {
         let cfg = self.config;
-        let skipped = |why: String| (Verdict::Skipped, why);
         let mut load = self.request_base(task, "load");
         load["device"] = json!(cfg.device.torch_name());
         load["precision"] = json!(cfg.precision);
         load["atol"] = json!(cfg.atol);
         load["rtol"] = json!(cfg.rtol);
         let mut cand_load = load.clone();
-        let staged = stage_submission(sub, exchange).map_err(skipped)?;
+        let staged = stage_submission(sub, exchange).map_err(Cause::Unready)?;
         cand_load["submission"] = json!(staged);
         cand_load["env"] = self
             .build_env(sub)
@@ -697,30 +688,19 @@ impl Python<'_> {
         self.refill(slot);
         let constants = match loads.0 {
             Ok(Reply::Ok(v)) => v["constants"].clone(),
-            Ok(Reply::Err(e)) if e.kind == ErrorKind::Oom => {
-                return Err(skipped(format!(
-                    "the reference does not fit: {}",
-                    e.message
-                )))
-            }
-            Ok(Reply::Err(e)) => {
-                return Err(skipped(format!(
-                    "the reference failed to load: {}",
-                    e.message
-                )))
-            }
-            Err(f) => return Err(verdict::of_reference_death(&f)),
+            Ok(Reply::Err(e)) => return Err(Cause::ReferenceError(ReferenceStep::Load, e)),
+            Err(f) => return Err(Cause::ReferenceDied(f)),
         };
         match loads.1 {
             Ok(Reply::Ok(v)) => Ok((constants, v)),
-            Ok(Reply::Err(e)) => Err((verdict::of_worker_error(&e), e.message)),
-            Err(f) => Err((verdict::of_failure(&f), f.to_string())),
+            Ok(Reply::Err(e)) => Err(Cause::Raised(e)),
+            Err(f) => Err(Cause::Silent(f)),
         }
     }
 
     /// After timing: one profiled call (`profile.library_share` last, since profiling leaves
     /// state behind in the process it ran in), whether the reported kernels ran
-    /// (`kernels.mapped`), and the verdict from the kernels' evidence. Ends both workers.
+    /// (`kernels.mapped`), and the kernels' evidence that decides the verdict. Ends both workers.
     fn judge_profiled(
         &self,
         task: &Task,
@@ -729,7 +709,7 @@ impl Python<'_> {
         mut candidate: Worker,
         kernels: Vec<String>,
         eval: &mut Evaluation,
-    ) -> Result<(), Failed> {
+    ) -> Result<KernelEvidence, Failed> {
         let cfg = self.config;
         let profiled = ask(&mut candidate, self.profile_request(), cfg.timeouts.call)?;
         for check in reply_checks(&profiled) {
@@ -755,8 +735,7 @@ impl Python<'_> {
             unmapped: (mapped.outcome == Outcome::Fail).then(|| mapped.evidence.clone()),
         };
         merge_check(&mut eval.checks, mapped);
-        (eval.verdict, eval.reason) = judge_kernels(&evidence);
-        Ok(())
+        Ok(evidence)
     }
 
     /// One profiled call after timing, the same inputs for either worker.
@@ -818,12 +797,15 @@ impl Python<'_> {
             };
             let trial = self.trial(link, &probe, eval)?;
             if trial.uncheckable {
-                return Err((Verdict::Skipped, format!("trial {index}: {}", trial.reason)));
+                return Err(Cause::Uncheckable(format!(
+                    "trial {index}: {}",
+                    trial.reason
+                )));
             }
             let failed = (!trial.correct).then(|| format!("trial {index}: {}", trial.reason));
             eval.trials.push(trial);
             if let Some(reason) = failed {
-                return Err((Verdict::Incorrect, reason));
+                return Err(Cause::Wrong(reason));
             }
         }
         let mut variants = Vec::new();
@@ -857,21 +839,12 @@ impl Python<'_> {
         let perturb = json!({"cmd": "perturb", "seed": derive_seed(cfg.seed, PERTURB_STREAM)});
         let ours = match link.reference.request(perturb.clone(), cfg.timeouts.call) {
             Ok(Reply::Ok(v)) => v,
-            Ok(Reply::Err(e)) => {
-                return Err((
-                    Verdict::Skipped,
-                    format!(
-                        "the reference failed to perturb its parameters: {}",
-                        e.message
-                    ),
-                ))
-            }
-            Err(f) => return Err(verdict::of_reference_death(&f)),
+            Ok(Reply::Err(e)) => return Err(Cause::ReferenceError(ReferenceStep::Perturb, e)),
+            Err(f) => return Err(Cause::ReferenceDied(f)),
         };
         let theirs = ask(link.candidate, perturb, cfg.timeouts.call)?;
         if ours["shapes"] != theirs["shapes"] {
-            return Err((
-                Verdict::Incorrect,
+            return Err(Cause::Wrong(
                 "params.perturbation: ModelNew's parameters differ from the task's in order or shape".into(),
             ));
         }
@@ -902,7 +875,7 @@ impl Python<'_> {
             (false, false) => {
                 let reason = format!("{check} ({what}): {}", trial.reason);
                 eval.trials.push(trial);
-                return Err((Verdict::Incorrect, reason));
+                return Err(Cause::Wrong(reason));
             }
         };
         let result = if trial.reason.is_empty() {
@@ -967,14 +940,19 @@ impl Python<'_> {
             Ok(trial) => {
                 let reason = format!("{NAME} ({what}): {}", trial.reason);
                 eval.trials.push(trial);
-                return Err((Verdict::Incorrect, reason));
+                return Err(Cause::Wrong(reason));
             }
-            Err((Verdict::Skipped, why)) => (Outcome::Skip, format!("{what}: {why}")),
-            Err((Verdict::RuntimeError, why)) if alive(link.candidate) => (
+            Err(cause @ Cause::ReferenceError(..)) => {
+                (Outcome::Skip, format!("{what}: {}", cause.reason()))
+            }
+            Err(cause) if cause.is_refusal() && alive(link.candidate) => (
                 Outcome::Warn,
-                format!("shape_specialized: at {what} the kernel refused: {why}"),
+                format!(
+                    "shape_specialized: at {what} the kernel refused: {}",
+                    cause.reason()
+                ),
             ),
-            Err((verdict, why)) => return Err((verdict, format!("{NAME} ({what}): {why}"))),
+            Err(cause) => return Err(Cause::Within(format!("{NAME} ({what})"), Box::new(cause))),
         };
         merge_check(
             &mut eval.checks,
@@ -1071,6 +1049,7 @@ impl Python<'_> {
             outcome?;
             return Ok(check(Outcome::Skip, "no output kept".into()));
         };
+        let differs = |why: &str| Cause::TimedOutputWrong(format!("{NAME}: timed call {k}: {why}"));
         match outcome {
             Ok((_, v)) if v["correct"] == true => {
                 Ok(check(Outcome::Pass, format!("timed call {k}: correct")))
@@ -1079,16 +1058,9 @@ impl Python<'_> {
                 Outcome::Skip,
                 format!("timed call {k}: the reference's output is not finite"),
             )),
-            Ok((_, v)) => Err((
-                Verdict::Cheat,
-                format!(
-                    "{NAME}: timed call {k}: {}",
-                    v["reason"].as_str().unwrap_or("wrong output")
-                ),
-            )),
-            Err((Verdict::Incorrect, why)) => {
-                Err((Verdict::Cheat, format!("{NAME}: timed call {k}: {why}")))
-            }
+            Ok((_, v)) => Err(differs(v["reason"].as_str().unwrap_or("wrong output"))),
+            Err(Cause::Wrong(why)) => Err(differs(&why)),
+            Err(Cause::Raised(e)) if e.kind == ErrorKind::Output => Err(differs(&e.message)),
             Err(e) => Err(e),
         }
     }
@@ -1131,14 +1103,9 @@ impl Link<'_> {
                     *self.transport = "file";
                     continue;
                 }
-                Ok(Reply::Err(e)) if e.kind == ErrorKind::Output => {
-                    Err((Verdict::Incorrect, e.message))
-                }
-                Ok(Reply::Err(e)) => Err((
-                    Verdict::Skipped,
-                    format!("the reference failed: {}", e.message),
-                )),
-                Err(f) => Err(verdict::of_reference_death(&f)),
+                Ok(Reply::Err(e)) if e.kind == ErrorKind::Output => Err(Cause::Wrong(e.message)),
+                Ok(Reply::Err(e)) => Err(Cause::ReferenceError(ReferenceStep::Check, e)),
+                Err(f) => Err(Cause::ReferenceDied(f)),
             };
             let _ = std::fs::remove_file(&out);
             return result;

@@ -20,11 +20,12 @@ use crate::record::{
     RoundTelemetry, Server, Timing,
 };
 use crate::stats;
-use crate::verdict::Verdict;
-use crate::worker::{Reply, Worker};
+use crate::verdict::{Cause, ReferenceStep};
+use crate::worker::{ErrorKind, Reply, Worker};
 
-/// Why timing ended early: the verdict and its reason.
-pub type Failed = (Verdict, String);
+/// Why timing (or another phase of an evaluation) ended early: the cause that decides the
+/// verdict.
+pub type Failed = Cause;
 
 /// The arms: the eager reference (A) and the candidate (C) always; torch.compile of the
 /// reference (B, in the reference worker) with `--baseline eager,compile`.
@@ -243,10 +244,12 @@ impl Session<'_> {
     fn ask(&mut self, arm: usize, body: Value, deadline: Duration) -> Result<Value, Failed> {
         match (self.worker(arm).request(body, deadline), arm) {
             (Ok(Reply::Ok(v)), _) => Ok(v),
-            (Ok(Reply::Err(e)), EAGER | COMPILED) => Err(reference_failed(&e.message)),
-            (Err(f), EAGER | COMPILED) => Err(crate::verdict::of_reference_death(&f)),
-            (Ok(Reply::Err(e)), _) => Err((crate::verdict::of_worker_error(&e), e.message)),
-            (Err(f), _) => Err((crate::verdict::of_failure(&f), f.to_string())),
+            (Ok(Reply::Err(e)), EAGER | COMPILED) => {
+                Err(Cause::ReferenceError(ReferenceStep::Timing, e))
+            }
+            (Err(f), EAGER | COMPILED) => Err(Cause::ReferenceDied(f)),
+            (Ok(Reply::Err(e)), _) => Err(Cause::Raised(e)),
+            (Err(f), _) => Err(Cause::Silent(f)),
         }
     }
 
@@ -360,7 +363,7 @@ impl Session<'_> {
         let mut compile_failed = None;
         match compiled {
             Some(Ok(reply)) => warm.push(reply),
-            Some(Err((_, why))) => compile_failed = Some(why),
+            Some(Err(cause)) => compile_failed = Some(cause.reason()),
             None => {}
         }
         let of = |key: &'static str| warm.iter().filter_map(move |w| w[key].as_f64());
@@ -466,10 +469,7 @@ impl Session<'_> {
                 return Ok(taken);
             }
             if give_up && taken.kept < 2 {
-                return Err((
-                    Verdict::Skipped,
-                    "the GPU stayed in hardware or thermal slowdown: no clean rounds".into(),
-                ));
+                return Err(Cause::NoCleanRounds);
             }
         }
     }
@@ -649,13 +649,15 @@ impl Session<'_> {
                     },
                 );
             }
-            Err((verdict @ (Verdict::Cheat | Verdict::Crashed | Verdict::Timeout), why)) => {
-                return Err((verdict, why));
-            }
-            Err((_, why)) => {
+            Err(
+                cause @ (Cause::Silent(_) | Cause::ReferenceDied(_) | Cause::MalformedTimes(_)),
+            ) => return Err(cause),
+            Err(Cause::Raised(e)) if e.kind == ErrorKind::Cheat => return Err(Cause::Raised(e)),
+            Err(cause) => {
                 timing.label = stats::Decision::Inconclusive;
                 timing.warnings.push(format!(
-                    "the process check could not time the reference in the candidate's worker ({why}): a difference between the two processes is not ruled out, so the label is INCONCLUSIVE"
+                    "the process check could not time the reference in the candidate's worker ({}): a difference between the two processes is not ruled out, so the label is INCONCLUSIVE",
+                    cause.reason()
                 ));
             }
         }
@@ -923,13 +925,6 @@ fn latency(requests: &[f64], device: &[f64], sm_mhz: &[f64]) -> Latency {
 
 /// Upstream KernelBench's number of timed trials.
 const KERNELBENCH_TRIALS: u32 = 100;
-
-fn reference_failed(why: &str) -> Failed {
-    (
-        Verdict::Skipped,
-        format!("the reference failed while timed: {why}"),
-    )
-}
 
 /// An arm's times by kbench's own clock, one per block (`timing.wall_envelope`): what the
 /// candidate cannot report otherwise. They hold the harness's per-sample work in both arms, so a
@@ -1248,9 +1243,9 @@ fn numbers_of(
     what: &str,
 ) -> Result<Vec<f64>, Failed> {
     let values: Vec<f64> = serde_json::from_value(reply[key].clone())
-        .map_err(|e| (Verdict::Crashed, format!("malformed timing reply: {e}")))?;
+        .map_err(|e| Cause::MalformedTimes(format!("malformed timing reply: {e}")))?;
     if values.iter().any(|&s| !valid(s)) {
-        return Err((Verdict::Crashed, format!("timing reply holds {what}")));
+        return Err(Cause::MalformedTimes(format!("timing reply holds {what}")));
     }
     Ok(values)
 }

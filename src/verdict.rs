@@ -1,6 +1,7 @@
-//! The verdict on one evaluation: a closed set with stable strings for CSV and JUnit, the verdict
-//! of a worker's error or silence, and the judgement of a correct submission's kernels
-//! (`judge_kernels`).
+//! The verdict on one evaluation: a closed set with stable strings for CSV and JUnit, and the
+//! verdict stage: what ended or decided an evaluation (`Cause`, facts about the submission and
+//! its workers) mapped to its verdict and reason (`Cause::decide`, the only place that does),
+//! the judgement of a correct submission's kernels (`judge_kernels`) included.
 
 use serde::{Deserialize, Serialize};
 
@@ -61,8 +62,93 @@ impl std::fmt::Display for Verdict {
     }
 }
 
+/// What ended or decided an evaluation: facts, not yet a verdict. Phases that end early return
+/// one; an evaluation that gets through ends with the kernels' evidence.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cause {
+    /// The build failed: a syntax error or an extension that did not compile (its message).
+    BuildFailed(String),
+    /// The build got no reply within its deadline.
+    BuildTimedOut(String),
+    /// The compile worker died, or could not be started.
+    BuildCrashed(String),
+    /// An error the candidate's code raised.
+    Raised(WorkerError),
+    /// The candidate worker gave no reply.
+    Silent(Failure),
+    /// The trusted reference worker died or stopped answering while a candidate ran: the
+    /// candidate may have killed it (or forged its reply).
+    ReferenceDied(Failure),
+    /// The reference's own error at a step: not the submission's fault.
+    ReferenceError(ReferenceStep, WorkerError),
+    /// kbench could not set the evaluation up (its workers, the submission's copy); the reason.
+    Unready(String),
+    /// The reference's output could not be checked (not finite); the reason names the trial.
+    Uncheckable(String),
+    /// The candidate's outputs are wrong; the reason names the check where one ran.
+    Wrong(String),
+    /// A timed call's kept output is wrong where the trials' were right; the reason names it.
+    TimedOutputWrong(String),
+    /// A timing reply that holds no valid times: the worker is broken.
+    MalformedTimes(String),
+    /// The GPU stayed in slowdown: no clean timing rounds.
+    NoCleanRounds,
+    /// What ended a named check: its verdict, with the check's name before its reason.
+    Within(String, Box<Cause>),
+    /// The evaluation got through: what was seen of the kernels decides.
+    Kernels(Box<KernelEvidence>),
+}
+
+/// Where the reference worker raised its own error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReferenceStep {
+    Load,
+    Perturb,
+    Check,
+    Timing,
+}
+
+impl Cause {
+    /// The verdict and its reason: the one map from what happened to a verdict.
+    pub fn decide(&self) -> (Verdict, String) {
+        match self {
+            Cause::BuildFailed(message) => (Verdict::CompileError, message.clone()),
+            Cause::BuildTimedOut(message) => (Verdict::Timeout, format!("build: {message}")),
+            Cause::BuildCrashed(message) => (Verdict::Crashed, format!("build: {message}")),
+            Cause::Raised(e) => (of_worker_error(e), e.message.clone()),
+            Cause::Silent(f) => (of_failure(f), f.to_string()),
+            Cause::ReferenceDied(f) => of_reference_death(f),
+            Cause::ReferenceError(step, e) => (Verdict::Skipped, of_reference_error(*step, e)),
+            Cause::Unready(why) | Cause::Uncheckable(why) => (Verdict::Skipped, why.clone()),
+            Cause::Wrong(why) => (Verdict::Incorrect, why.clone()),
+            Cause::TimedOutputWrong(why) => (Verdict::Cheat, why.clone()),
+            Cause::MalformedTimes(why) => (Verdict::Crashed, why.clone()),
+            Cause::NoCleanRounds => (
+                Verdict::Skipped,
+                "the GPU stayed in hardware or thermal slowdown: no clean rounds".into(),
+            ),
+            Cause::Within(check, cause) => {
+                let (verdict, reason) = cause.decide();
+                (verdict, format!("{check}: {reason}"))
+            }
+            Cause::Kernels(evidence) => judge_kernels(evidence),
+        }
+    }
+
+    /// The reason `decide` gives.
+    pub fn reason(&self) -> String {
+        self.decide().1
+    }
+
+    /// Whether the candidate's code raised at run time (not a build, a wrong output or a
+    /// cheat): a clean refusal.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, Cause::Raised(e) if of_worker_error(e) == Verdict::RuntimeError)
+    }
+}
+
 /// The verdict for an error the candidate's code raised.
-pub fn of_worker_error(error: &WorkerError) -> Verdict {
+fn of_worker_error(error: &WorkerError) -> Verdict {
     match error.kind {
         ErrorKind::Syntax | ErrorKind::Build => Verdict::CompileError,
         ErrorKind::Output => Verdict::Incorrect,
@@ -72,7 +158,7 @@ pub fn of_worker_error(error: &WorkerError) -> Verdict {
 }
 
 /// The verdict when the candidate worker gave no reply.
-pub fn of_failure(failure: &Failure) -> Verdict {
+fn of_failure(failure: &Failure) -> Verdict {
     match failure {
         Failure::Timeout(_) => Verdict::Timeout,
         Failure::Protocol(why) if why.starts_with(crate::worker::protocol::FORGED) => {
@@ -85,7 +171,7 @@ pub fn of_failure(failure: &Failure) -> Verdict {
 /// The trusted worker died or stopped answering while a candidate ran: the candidate may have
 /// killed it, so it fails; a skip would let it through the gate. A line in its reply pipe
 /// without its key can only be the candidate's: `cheat`.
-pub fn of_reference_death(failure: &Failure) -> (Verdict, String) {
+fn of_reference_death(failure: &Failure) -> (Verdict, String) {
     match of_failure(failure) {
         Verdict::Cheat => (
             Verdict::Cheat,
@@ -95,6 +181,23 @@ pub fn of_reference_death(failure: &Failure) -> (Verdict, String) {
             Verdict::Crashed,
             format!("the reference worker died while the candidate ran: {failure}"),
         ),
+    }
+}
+
+/// Why the reference's own error skips the evaluation: out of memory at load means the task
+/// does not fit.
+fn of_reference_error(step: ReferenceStep, e: &WorkerError) -> String {
+    let m = &e.message;
+    match step {
+        ReferenceStep::Load if e.kind == ErrorKind::Oom => {
+            format!("the reference does not fit: {m}")
+        }
+        ReferenceStep::Load => format!("the reference failed to load: {m}"),
+        ReferenceStep::Perturb => {
+            format!("the reference failed to perturb its parameters: {m}")
+        }
+        ReferenceStep::Check => format!("the reference failed: {m}"),
+        ReferenceStep::Timing => format!("the reference failed while timed: {m}"),
     }
 }
 
@@ -130,7 +233,7 @@ pub struct KernelEvidence {
 
 /// `Pass`, or `NoKernel` with why: no kernel at all (saying which build failed and was caught),
 /// kernels built that never ran in the profiled call, or library kernels above the policy.
-pub fn judge_kernels(k: &KernelEvidence) -> (Verdict, String) {
+fn judge_kernels(k: &KernelEvidence) -> (Verdict, String) {
     let no_kernel = |why: String| (Verdict::NoKernel, why);
     if k.kernels.is_empty() {
         return no_kernel(match k.build_failures.first() {
@@ -193,6 +296,187 @@ mod tests {
         );
         let forged = format!("{}: no nonce", crate::worker::protocol::FORGED);
         assert_eq!(of_failure(&Failure::Protocol(forged)), Verdict::Cheat);
+    }
+
+    fn error(kind: ErrorKind, message: &str) -> WorkerError {
+        WorkerError {
+            kind,
+            message: message.into(),
+            fatal: false,
+            traceback: None,
+        }
+    }
+
+    fn died() -> Failure {
+        Failure::Exited("signal 9".into())
+    }
+
+    fn hung() -> Failure {
+        Failure::Timeout(std::time::Duration::from_secs(2))
+    }
+
+    fn forged() -> Failure {
+        Failure::Protocol(format!("{}: no nonce", crate::worker::protocol::FORGED))
+    }
+
+    /// Each cause's verdict, and the start of its reason.
+    fn decides(cases: Vec<(Cause, Verdict, &str)>) {
+        for (cause, verdict, reason) in cases {
+            let (v, r) = cause.decide();
+            assert_eq!(v, verdict, "{cause:?}: {r}");
+            assert!(
+                r.starts_with(reason),
+                "{r:?} does not start with {reason:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn what_the_build_and_the_candidate_did_decides() {
+        use Cause as C;
+        use ErrorKind as K;
+        use Verdict as V;
+        decides(vec![
+            (
+                C::BuildFailed("SyntaxError: x".into()),
+                V::CompileError,
+                "SyntaxError: x",
+            ),
+            (
+                C::BuildTimedOut("no reply".into()),
+                V::Timeout,
+                "build: no reply",
+            ),
+            (
+                C::BuildCrashed("exited".into()),
+                V::Crashed,
+                "build: exited",
+            ),
+            (
+                C::Raised(error(K::Syntax, "line 3")),
+                V::CompileError,
+                "line 3",
+            ),
+            (C::Raised(error(K::Build, "nvcc")), V::CompileError, "nvcc"),
+            (
+                C::Raised(error(K::Output, "a tuple")),
+                V::Incorrect,
+                "a tuple",
+            ),
+            (
+                C::Raised(error(K::Cheat, "inputs.modified")),
+                V::Cheat,
+                "inputs.modified",
+            ),
+            (
+                C::Raised(error(K::Forward, "boom")),
+                V::RuntimeError,
+                "boom",
+            ),
+            (
+                C::Raised(error(K::Oom, "out of memory")),
+                V::RuntimeError,
+                "out of memory",
+            ),
+            (C::Silent(hung()), V::Timeout, "no reply within 2 s"),
+            (
+                C::Silent(died()),
+                V::Crashed,
+                "worker exited without replying (signal 9)",
+            ),
+            (C::Silent(forged()), V::Cheat, "protocol error: "),
+            (
+                C::Kernels(Box::default()),
+                V::NoKernel,
+                "correct, but no custom",
+            ),
+        ]);
+        assert!(C::Raised(error(K::Cuda, "m")).is_refusal());
+        assert!(!C::Raised(error(K::Output, "m")).is_refusal());
+        assert!(!C::Silent(died()).is_refusal());
+    }
+
+    #[test]
+    fn the_reference_fails_the_candidate_only_when_it_dies() {
+        use Cause as C;
+        use ErrorKind as K;
+        use ReferenceStep as S;
+        use Verdict as V;
+        let died_while = "the reference worker died while the candidate ran: ";
+        decides(vec![
+            (C::ReferenceDied(died()), V::Crashed, died_while),
+            (C::ReferenceDied(hung()), V::Crashed, died_while),
+            (
+                C::ReferenceDied(forged()),
+                V::Cheat,
+                "the reference worker's reply was forged while the candidate ran: protocol error",
+            ),
+            (
+                C::ReferenceError(S::Load, error(K::Oom, "m")),
+                V::Skipped,
+                "the reference does not fit: m",
+            ),
+            (
+                C::ReferenceError(S::Load, error(K::Reference, "m")),
+                V::Skipped,
+                "the reference failed to load: m",
+            ),
+            (
+                C::ReferenceError(S::Perturb, error(K::Oom, "m")),
+                V::Skipped,
+                "the reference failed to perturb its parameters: m",
+            ),
+            (
+                C::ReferenceError(S::Check, error(K::Transfer, "m")),
+                V::Skipped,
+                "the reference failed: m",
+            ),
+            (
+                C::ReferenceError(S::Timing, error(K::Reference, "m")),
+                V::Skipped,
+                "the reference failed while timed: m",
+            ),
+            (C::Unready("no worker".into()), V::Skipped, "no worker"),
+        ]);
+    }
+
+    #[test]
+    fn checks_and_timing_decide() {
+        use Cause as C;
+        use Verdict as V;
+        let timed = "timing.timed_output_check: timed call 4: x";
+        decides(vec![
+            (
+                C::Uncheckable("trial 0: inf".into()),
+                V::Skipped,
+                "trial 0: inf",
+            ),
+            (
+                C::Wrong("trial 1: max_abs_diff 3".into()),
+                V::Incorrect,
+                "trial 1: max_abs_diff 3",
+            ),
+            (C::TimedOutputWrong(timed.into()), V::Cheat, timed),
+            (C::MalformedTimes("bad".into()), V::Crashed, "bad"),
+            (
+                C::NoCleanRounds,
+                V::Skipped,
+                "the GPU stayed in hardware or thermal slowdown: no clean rounds",
+            ),
+            (
+                C::Within(
+                    "inputs.shape_perturbation (N=5)".into(),
+                    Box::new(C::Silent(died())),
+                ),
+                V::Crashed,
+                "inputs.shape_perturbation (N=5): worker exited without replying",
+            ),
+            (
+                C::Within("c".into(), Box::new(C::Wrong("differs".into()))),
+                V::Incorrect,
+                "c: differs",
+            ),
+        ]);
     }
 
     #[test]
