@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use crate::error::{Error, Result};
+use crate::worker::request::{CheckFiles, Findings};
 use crate::worker::{Reply, Spawn, Worker};
 
 const CHECK_DEADLINE: Duration = Duration::from_secs(300);
@@ -63,12 +63,10 @@ pub fn scan(
         .iter()
         .map(|f| std::path::absolute(f).unwrap_or_else(|_| f.clone()))
         .collect();
-    let reply = worker.request(json!({"cmd": "check", "files": absolute}), CHECK_DEADLINE);
+    let reply = worker.request(CheckFiles { files: absolute }, CHECK_DEADLINE);
     worker.finish();
     match reply {
-        Ok(Reply::Ok(v)) => {
-            let mut results: Vec<FileFindings> = serde_json::from_value(v["results"].clone())
-                .map_err(|e| Error::Other(format!("read the static checker's reply: {e}")))?;
+        Ok(Reply::Ok(Findings { mut results })) => {
             if results.len() != files.len() {
                 return Err(Error::Other(
                     "the static checker answered for another number of files".into(),

@@ -8,11 +8,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::task::Task;
+use crate::worker::request::{Inspect, Inspected};
 use crate::worker::{Reply, Spawn, Worker};
 
 /// The slowest tasks (LSTMs, unrolled step by step on the meta device) take ~30 s.
@@ -171,15 +171,12 @@ fn inspect(
     let w = worker.as_mut().expect("started above");
     Ok(
         match w.request(
-            json!({"cmd": "inspect", "task": task.path}),
+            Inspect {
+                task: task.path.clone(),
+            },
             INSPECT_DEADLINE,
         ) {
-            Ok(Reply::Ok(v)) => {
-                serde_json::from_value(v["facts"].clone()).unwrap_or_else(|e| TaskFacts {
-                    errors: vec![format!("facts unreadable: {e}")],
-                    ..TaskFacts::default()
-                })
-            }
+            Ok(Reply::Ok(Inspected { facts })) => facts,
             Ok(Reply::Err(e)) => TaskFacts {
                 errors: vec![e.message],
                 ..TaskFacts::default()
@@ -247,6 +244,7 @@ pub fn render(tasks: &[Task], facts: &[TaskFacts]) -> String {
 mod tests {
     use super::*;
     use crate::task::TaskId;
+    use serde_json::json;
 
     #[test]
     fn facts_of_a_failed_step_read_as_empty_with_the_error() {

@@ -1,15 +1,17 @@
 //! The wire format shared with `python/kbench_worker/protocol.py`: one JSON object per line,
-//! each carrying the protocol version. Requests are built as JSON values by the caller (each
+//! each carrying the protocol version. Requests and reply bodies are typed in `request` (each
 //! worker role answers from its table of commands, `commands()` in its module; a pytest checks
-//! that they match what kbench sends);
-//! replies are parsed here. Before any request a worker gets a key of its own (`key_line`); every
+//! that they match what kbench sends); replies are parsed here. Before any request a worker gets a key of its own (`key_line`); every
 //! reply line is `<HMAC-SHA256 of the JSON under that key, hex> <JSON>`, so a line written into a
 //! trusted worker's reply pipe by anything without its key is refused.
 
 use hmac::{Hmac, Mac};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::Sha256;
+
+use super::request::Request;
 
 pub const VERSION: u32 = 1;
 
@@ -63,10 +65,11 @@ pub struct WorkerError {
     pub traceback: Option<String>,
 }
 
-/// A parsed reply: the body on success, the worker's error otherwise.
+/// A parsed reply: the body on success (JSON, or a command's typed reply), the worker's error
+/// otherwise.
 #[derive(Debug)]
-pub enum Reply {
-    Ok(Value),
+pub enum Reply<T = Value> {
+    Ok(T),
     Err(WorkerError),
 }
 
@@ -115,11 +118,17 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// Add the version and the request's nonce.
-pub fn request(mut body: Value, nonce: &str) -> Value {
-    body["v"] = VERSION.into();
-    body["nonce"] = nonce.into();
-    body
+/// A request's line (without its newline): its fields, the version and the request's nonce.
+pub fn request(body: &Request, nonce: &str) -> String {
+    let mut line = serde_json::to_value(body).expect("requests serialize to a JSON object");
+    line["v"] = VERSION.into();
+    line["nonce"] = nonce.into();
+    line.to_string()
+}
+
+/// A reply body read as its command's reply: a body that does not fit is a protocol failure.
+pub fn body<T: DeserializeOwned>(value: Value, cmd: &str) -> Result<T, String> {
+    serde_json::from_value(value).map_err(|e| format!("malformed {cmd} reply: {e}"))
 }
 
 /// The prefix of the protocol failure for a reply that does not echo its request's nonce.
@@ -264,7 +273,9 @@ mod tests {
         let (a, b) = (nonce(), nonce());
         assert_ne!(a, b);
         assert_eq!(a.len(), 32);
-        let r = request(serde_json::json!({"cmd": "exit"}), &a);
+        let r: Value =
+            serde_json::from_str(&request(&Request::Exit(Default::default()), &a)).unwrap();
+        assert_eq!(r["cmd"], "exit");
         assert_eq!(r["v"], VERSION);
         assert_eq!(r["nonce"], a.as_str());
     }
