@@ -340,6 +340,17 @@ impl<'a> Python<'a> {
         }
     }
 
+    /// A compile request for the submission staged at `staged`, of the task as the run sizes it.
+    fn compile_request(&self, task: &Task, staged: PathBuf) -> Compile {
+        Compile {
+            task: task.path.clone(),
+            scale: self.config.scale.clone(),
+            set: self.config.sets.clone(),
+            submission: staged,
+            device: self.config.device.torch_name().into(),
+        }
+    }
+
     fn log_path(&self, submission: &Submission, role: &str) -> (PathBuf, String) {
         let rel = format!("logs/{}.{role}.log", slug(submission));
         (self.config.out.join(&rel), rel)
@@ -478,13 +489,7 @@ impl Backend for Python<'_> {
                 return build;
             }
         };
-        let request = Compile {
-            task: task.path.clone(),
-            scale: self.config.scale.clone(),
-            set: self.config.sets.clone(),
-            submission: staged,
-            device: self.config.device.torch_name().into(),
-        };
+        let request = self.compile_request(task, staged);
         let spec = self.spec("compile", &log, env);
         let spec = self
             .confinement

@@ -233,11 +233,8 @@ impl Worker {
         }
         match self.replies.recv_timeout(deadline) {
             Ok(Ok(line)) => {
-                let reply =
-                    protocol::parse(&line, &nonce, &self.key).and_then(|reply| match reply {
-                        Reply::Ok(v) => protocol::body(v, &request.cmd()).map(Reply::Ok),
-                        Reply::Err(e) => Ok(Reply::Err(e)),
-                    });
+                let reply = protocol::parse(&line, &nonce, &self.key)
+                    .and_then(|reply| reply.read(&request.cmd()));
                 reply.map_err(|why| {
                     self.kill();
                     Failure::Protocol(why)

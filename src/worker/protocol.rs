@@ -73,6 +73,19 @@ pub enum Reply<T = Value> {
     Err(WorkerError),
 }
 
+impl Reply {
+    /// The body read as the reply of the command `cmd`: one that does not fit is a protocol
+    /// failure.
+    pub fn read<T: DeserializeOwned>(self, cmd: &str) -> Result<Reply<T>, String> {
+        match self {
+            Reply::Ok(v) => serde_json::from_value(v)
+                .map(Reply::Ok)
+                .map_err(|e| format!("malformed {cmd} reply: {e}")),
+            Reply::Err(e) => Ok(Reply::Err(e)),
+        }
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -124,11 +137,6 @@ pub fn request(body: &Request, nonce: &str) -> String {
     line["v"] = VERSION.into();
     line["nonce"] = nonce.into();
     line.to_string()
-}
-
-/// A reply body read as its command's reply: a body that does not fit is a protocol failure.
-pub fn body<T: DeserializeOwned>(value: Value, cmd: &str) -> Result<T, String> {
-    serde_json::from_value(value).map_err(|e| format!("malformed {cmd} reply: {e}"))
 }
 
 /// The prefix of the protocol failure for a reply that does not echo its request's nonce.
@@ -226,6 +234,24 @@ mod tests {
         ));
         assert!(p(r#"{"v":2,"nonce":"ab12","ok":true}"#).is_err());
         assert!(p("not json").is_err());
+    }
+
+    /// A body read as its command's reply: the fields it has, or a protocol failure naming the
+    /// command; an error reply stays one.
+    #[test]
+    fn reads_bodies_as_their_commands_replies() {
+        use crate::worker::request::{Empty, Timed};
+        let n = "ab12";
+        let p = |json: &str| parse(&signed(json, KEY), n, KEY).unwrap();
+        let ok = p(r#"{"v":1,"nonce":"ab12","ok":true,"samples_ms":[0.5]}"#);
+        assert!(
+            matches!(ok.read::<Timed>("time"), Ok(Reply::Ok(t)) if t.samples_ms == Some(vec![0.5]))
+        );
+        let bad = p(r#"{"v":1,"nonce":"ab12","ok":true,"samples_ms":"fast"}"#);
+        let why = bad.read::<Timed>("time").unwrap_err();
+        assert!(why.starts_with("malformed time reply: "), "{why}");
+        let err = p(r#"{"v":1,"nonce":"ab12","ok":false,"error":{"kind":"oom","message":"m"}}"#);
+        assert!(matches!(err.read::<Empty>("ping"), Ok(Reply::Err(e)) if e.kind == ErrorKind::Oom));
     }
 
     #[test]
