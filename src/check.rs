@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::worker::request::{CheckFiles, Findings};
+use crate::worker::request::{CheckFiles, Command};
 use crate::worker::{Reply, Spawn, Worker};
 
 const CHECK_DEADLINE: Duration = Duration::from_secs(300);
@@ -36,6 +36,16 @@ pub struct FileFindings {
     pub file: PathBuf,
     pub findings: Vec<Finding>,
     pub error: Option<String>,
+}
+
+/// The static checker's findings, one entry per file in order.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Findings {
+    pub results: Vec<FileFindings>,
+}
+
+impl Command for CheckFiles {
+    type Reply = Findings;
 }
 
 /// Scan `files` with the static rules, in one worker.

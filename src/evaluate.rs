@@ -24,10 +24,13 @@ use crate::taskfacts::TaskFacts;
 use crate::timing::{self, Failed};
 use crate::verdict::{self, judge_kernels, KernelEvidence, Verdict};
 use crate::worker::request::{
-    self, Built, CheckOutputs, Checked, Command, Compile, Load, Loaded, Perturb, Ping, Profile,
-    Shipped, TimedCheck, Variant, Warm,
+    self, CheckOutputs, Command, Compile, Load, Perturb, Ping, Profile, TimedCheck, Variant, Warm,
 };
 use crate::worker::{ErrorKind, Failure, Reply, Spawn, Worker};
+
+mod replies;
+
+use replies::{Built, Checked, Loaded, Shipped};
 
 /// Runs compile and evaluation steps; the scheduler is generic over it so it can be tested
 /// with a scripted fake.

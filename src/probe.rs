@@ -4,11 +4,12 @@
 use std::path::Path;
 use std::time::Duration;
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::record::Environment;
-use crate::worker::request::{self, Probed};
+use crate::worker::request::{self, Command};
 use crate::worker::{Reply, Spawn, Worker};
 
 const PROBE_DEADLINE: Duration = Duration::from_secs(120);
@@ -16,6 +17,16 @@ const PROBE_DEADLINE: Duration = Duration::from_secs(120);
 #[derive(Clone, Debug)]
 pub struct Probe {
     pub facts: Value,
+}
+
+/// The probe's reply: the machine's facts, read by name.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Probed {
+    pub facts: Value,
+}
+
+impl Command for request::Probe {
+    type Reply = Probed;
 }
 
 impl Probe {

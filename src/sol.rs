@@ -8,13 +8,14 @@
 use std::path::Path;
 use std::time::Duration;
 
+use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::probe::Probe;
 use crate::record::{Ceilings, Evaluation};
 use crate::taskfacts::TaskFacts;
-use crate::worker::request::{MeasureCeilings, Measured};
+use crate::worker::request::{Command, MeasureCeilings};
 use crate::worker::{Reply, Spawn, Worker};
 
 /// Above this %SOL the candidate's timing is invalid. Not 100: the ceilings are themselves
@@ -179,6 +180,16 @@ pub fn load_or_measure(
         crate::atomic_file::write(&f, &bytes).map_err(|e| e.to_string())?;
     }
     Ok(ceilings)
+}
+
+/// The ceilings worker's reply.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Measured {
+    pub ceilings: Ceilings,
+}
+
+impl Command for MeasureCeilings {
+    type Reply = Measured;
 }
 
 fn measure(python: &str, worker_path: &Path, dir: &Path, gpu: u32) -> Result<Ceilings, String> {

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::task::Task;
-use crate::worker::request::{Inspect, Inspected};
+use crate::worker::request::{Command, Inspect};
 use crate::worker::{Reply, Spawn, Worker};
 
 /// The slowest tasks (LSTMs, unrolled step by step on the meta device) take ~30 s.
@@ -45,6 +45,16 @@ pub struct TaskFacts {
     /// One line per step that failed; the facts it would have given stay empty.
     #[serde(default, deserialize_with = "null_as_empty")]
     pub errors: Vec<String>,
+}
+
+/// The task inspector's reply.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Inspected {
+    pub facts: TaskFacts,
+}
+
+impl Command for Inspect {
+    type Reply = Inspected;
 }
 
 /// A list the inspect worker leaves null when the step that makes it failed.

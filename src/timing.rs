@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use serde::Deserialize;
 
 use crate::config::{Config, Device, Mode};
 use crate::nvml::{Gpu, Nvml, RoundTag, Telemetry};
@@ -20,7 +21,7 @@ use crate::record::{
 };
 use crate::stats;
 use crate::verdict::Verdict;
-use crate::worker::request::{Command, Time, TimeSetup, Timed, TimingArm, TimingMode};
+use crate::worker::request::{Command, Time, TimeSetup, TimingArm, TimingMode};
 use crate::worker::{Reply, Worker};
 
 /// Why timing ended early: the verdict and its reason.
@@ -206,6 +207,40 @@ struct Block {
     unexplained_ms: f64,
     /// Calls per sample the worker timed (fewer than asked when memory held fewer input sets).
     burst: u32,
+}
+
+/// A warm-up's figures.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Warmed {
+    pub submit_ms: Option<f64>,
+    pub median_ms: Option<f64>,
+    /// How long torch.compile took (the compiled arm).
+    pub compile_s: Option<f64>,
+}
+
+impl Command for TimeSetup {
+    type Reply = Warmed;
+}
+
+/// A timed block's figures; each list is checked where it is read.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Timed {
+    pub samples_ms: Option<Vec<f64>>,
+    pub audit_ms: Option<Vec<f64>>,
+    pub audit_excess_ms: Option<Vec<f64>>,
+    pub latency_ms: Option<Vec<f64>>,
+    /// The SM clock before each request, null where NVML could not be read.
+    pub sm_mhz: Vec<Option<f64>>,
+    /// Calls per sample the worker timed.
+    pub burst: Option<u64>,
+    pub overflows: u64,
+    pub checks: Vec<Check>,
+}
+
+impl Command for Time {
+    type Reply = Timed;
 }
 
 impl Session<'_> {

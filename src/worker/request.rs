@@ -1,9 +1,10 @@
-//! What kbench asks the workers and what they answer, typed: one `Request` variant per command
-//! (`cmd` on the wire), each with the struct of its fields and the struct of its reply body
-//! (`Command::Reply`). The Python side answers from one table of commands per role
-//! (`commands()` in each worker module); `tests/python/test_protocol.py` checks those tables,
-//! the request fields they read and the reply fields they write against `schema()`, which the
-//! test `the_schema_file_is_current` keeps in `protocol_schema.json`.
+//! What kbench asks the workers, typed: one `Request` variant per command (`cmd` on the wire),
+//! each with the struct of its fields; `Command::Reply` names the struct of its reply body. The
+//! Python side answers from one table of commands per role (`commands()` in each worker module);
+//! `tests/python/test_protocol.py` checks those tables, the request fields they read and the
+//! reply fields they write against `schema()`, which the test `the_schema_file_is_current` keeps
+//! in `protocol_schema.json`. Requests derive `Deserialize` for `schema()`, which reads their
+//! field names from it.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -12,20 +13,16 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::check::FileFindings;
-use crate::record::{Ceilings, Check};
-use crate::taskfacts::TaskFacts;
-use crate::verdict::BuildFailure;
-
-/// A request's fields and the body of its reply.
+/// A request's fields and the body of its reply. The reply is declared beside the code that
+/// reads it (this module knows nothing of checks, kernels or tasks), with the `impl`.
 pub trait Command: Into<Request> {
     type Reply: DeserializeOwned;
 }
 
 /// Declares `Request` (one variant per command, its wire name the variant's in snake case unless
-/// given) with the `Command` impls, and `schema()` from the same list.
+/// given), its conversions from each command's struct, and `schema()` from the same list.
 macro_rules! commands {
-    ($($(#[$doc:meta])* $variant:ident $(as $name:literal)? ($request:ident) -> $reply:ident;)*) => {
+    ($($(#[$doc:meta])* $variant:ident $(as $name:literal)? ($request:ident);)*) => {
         /// A request to a worker, tagged by its command.
         #[derive(Clone, Debug, Serialize)]
         #[serde(tag = "cmd", rename_all = "snake_case")]
@@ -43,10 +40,6 @@ macro_rules! commands {
         }
 
         $(
-            impl Command for $request {
-                type Reply = $reply;
-            }
-
             impl From<$request> for Request {
                 fn from(request: $request) -> Request {
                     Request::$variant(request)
@@ -57,7 +50,7 @@ macro_rules! commands {
         /// Every command: its wire name, its request fields and the reply fields kbench reads.
         #[cfg(test)]
         pub fn schema() -> Vec<schema::Entry> {
-            vec![$(schema::Entry::of::<$request, $reply>(
+            vec![$(schema::Entry::of::<$request, <$request as Command>::Reply>(
                 wire_name(stringify!($variant), [$($name)?]),
             ),)*]
         }
@@ -66,37 +59,37 @@ macro_rules! commands {
 
 commands! {
     /// Whether the worker still answers.
-    Ping(Ping) -> Empty;
+    Ping(Ping);
     /// End the worker (answered by no reply).
-    Exit(Exit) -> Empty;
+    Exit(Exit);
     /// Import the submission in the compile pool, building its extensions.
-    Compile(Compile) -> Built;
+    Compile(Compile);
     /// Construct the imported ModelNew and call it once on fake tensors.
-    Warm(Warm) -> Built;
+    Warm(Warm);
     /// Load the task (and, in the candidate, the submission).
-    Load(Load) -> Loaded;
+    Load(Load);
     /// One correctness trial in the candidate, its outputs handed over.
-    Trial(Trial) -> Shipped;
+    Trial(Trial);
     /// Hand over the output the candidate kept of its last timed block.
-    TimedCheck(TimedCheck) -> Shipped;
+    TimedCheck(TimedCheck);
     /// Compare the candidate's outputs with the reference's, in the reference worker.
-    Check(CheckOutputs) -> Checked;
+    Check(CheckOutputs);
     /// New parameter values from a seed.
-    Perturb(Perturb) -> Perturbed;
+    Perturb(Perturb);
     /// A timing arm's set-up and warm-up.
-    TimeSetup(TimeSetup) -> Warmed;
+    TimeSetup(TimeSetup);
     /// One block of timed calls.
-    Time(Time) -> Timed;
+    Time(Time);
     /// One profiled call.
-    Profile(Profile) -> Profiled;
+    Profile(Profile);
     /// The task inspector's facts of a task.
-    Inspect(Inspect) -> Inspected;
+    Inspect(Inspect);
     /// The static checker's findings in files (the checker's own `check`).
-    CheckFiles as "check" (CheckFiles) -> Findings;
+    CheckFiles as "check" (CheckFiles);
     /// The machine's facts.
-    Probe(Probe) -> Probed;
+    Probe(Probe);
     /// The GPU's measured ceilings.
-    Ceilings(MeasureCeilings) -> Measured;
+    Ceilings(MeasureCeilings);
 }
 
 /// A variant's wire name: the one given, else its name in snake case (serde's `rename_all`).
@@ -118,7 +111,7 @@ fn is_false(value: &bool) -> bool {
     !*value
 }
 
-/// A request with no fields.
+/// Requests with no fields: `ping`, `exit`, `probe`, `ceilings`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Ping {}
 
@@ -135,7 +128,16 @@ pub struct MeasureCeilings {}
 #[derive(Debug, Default, Deserialize)]
 pub struct Empty {}
 
-/// The task a worker loads, as the run sizes it: its file, `--scale` and `--set`.
+impl Command for Ping {
+    type Reply = Empty;
+}
+
+impl Command for Exit {
+    type Reply = Empty;
+}
+
+/// Import the staged submission in the compile pool, with the task as the run sizes it (its file,
+/// `--scale` and `--set`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Compile {
     pub task: PathBuf,
@@ -161,6 +163,7 @@ pub struct Warm {
 }
 
 impl Warm {
+    /// The warm-up of what `compile` imported, its fake call in `precision`.
     pub fn after(compile: Compile, precision: &str) -> Warm {
         Warm {
             task: compile.task,
@@ -171,18 +174,6 @@ impl Warm {
             precision: precision.into(),
         }
     }
-}
-
-/// What the compile pool built: whether ModelNew exists, its kernels, how far warming it got.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct Built {
-    pub has_model_new: bool,
-    pub kernels: Vec<String>,
-    pub compiled: Vec<String>,
-    /// How far the warm-up got ("import", "init", "forward").
-    pub reached: Option<String>,
-    pub note: String,
 }
 
 /// Load the task; the candidate also gets the staged submission and its build environment.
@@ -200,18 +191,6 @@ pub struct Load {
     pub submission: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env: Option<BTreeMap<String, String>>,
-}
-
-/// A load's reply: the reference's task constants, the candidate's start-up, checks and kernels.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct Loaded {
-    pub constants: Map<String, Value>,
-    pub startup_s: Option<f64>,
-    /// What the candidate compiled itself (a build the pool missed).
-    pub compiled: Option<Vec<String>>,
-    pub checks: Vec<Check>,
-    pub kernels: Vec<String>,
 }
 
 /// Inputs that differ from a plain trial's (`harness.make_inputs`): `kind` on the wire.
@@ -253,18 +232,6 @@ pub struct TimedCheck {
     pub transport: String,
 }
 
-/// The candidate's outputs, handed over: CUDA IPC handles, or nothing where they went to a file.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct Shipped {
-    /// Handles the reference worker opens (`transfer.import_cuda`), passed on as they came.
-    pub ipc: Option<Value>,
-    pub compiled: Option<Vec<String>>,
-    pub checks: Vec<Check>,
-    /// The timed call whose output was kept, if any.
-    pub index: Option<u64>,
-}
-
 /// Check the candidate's outputs (in `candidate_out`, or behind `ipc`) against the reference's
 /// on the same inputs.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -283,29 +250,9 @@ pub struct CheckOutputs {
     pub ipc: Option<Value>,
 }
 
-/// The reference's comparison.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct Checked {
-    pub correct: bool,
-    /// The reference's own output is not finite on these inputs.
-    pub uncheckable: bool,
-    pub reason: Option<String>,
-    pub max_abs_diff: Option<f64>,
-    pub max_rel_diff: Option<f64>,
-    pub checks: Vec<Check>,
-}
-
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Perturb {
     pub seed: u64,
-}
-
-/// The shapes of the parameters perturbed, in order.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct Perturbed {
-    pub shapes: Option<Vec<Value>>,
 }
 
 /// How a timing session samples (`--mode`).
@@ -341,16 +288,6 @@ pub struct TimeSetup {
     pub arm: Option<TimingArm>,
 }
 
-/// A warm-up's figures.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct Warmed {
-    pub submit_ms: Option<f64>,
-    pub median_ms: Option<f64>,
-    /// How long torch.compile took (the compiled arm).
-    pub compile_s: Option<f64>,
-}
-
 /// One block of timed calls: `n` samples (offline, kernelbench) or requests after idle gaps
 /// (server).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -369,48 +306,10 @@ pub struct Time {
     pub arm: Option<TimingArm>,
 }
 
-/// A timed block's figures; each list is checked where it is read.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct Timed {
-    pub samples_ms: Option<Vec<f64>>,
-    pub audit_ms: Option<Vec<f64>>,
-    pub audit_excess_ms: Option<Vec<f64>>,
-    pub latency_ms: Option<Vec<f64>>,
-    /// The SM clock before each request, null where NVML could not be read.
-    pub sm_mhz: Vec<Option<f64>>,
-    /// Calls per sample the worker timed.
-    pub burst: Option<u64>,
-    pub overflows: u64,
-    pub checks: Vec<Check>,
-}
-
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Profile {
     pub seed: u64,
     pub forward_seed: u64,
-}
-
-/// A profiled call: the reference's busy time, the candidate's figures, checks and kernels.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct Profiled {
-    pub busy_ms: Option<f64>,
-    pub profile: ProfileFigures,
-    pub kernels: Option<Vec<String>>,
-    pub build_failures: Vec<BuildFailure>,
-    pub defined: Vec<String>,
-    pub checks: Vec<Check>,
-}
-
-/// The candidate's profile (`profile.kernel_times`).
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct ProfileFigures {
-    pub library_share: Option<f64>,
-    pub busy_ms: Option<f64>,
-    pub custom_ms: Option<f64>,
-    pub total_ms: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -418,31 +317,9 @@ pub struct Inspect {
     pub task: PathBuf,
 }
 
-#[derive(Clone, Debug, Deserialize)]
-pub struct Inspected {
-    pub facts: TaskFacts,
-}
-
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CheckFiles {
     pub files: Vec<PathBuf>,
-}
-
-/// The static checker's findings, one entry per file in order.
-#[derive(Clone, Debug, Deserialize)]
-pub struct Findings {
-    pub results: Vec<FileFindings>,
-}
-
-/// The machine's facts (`kbench doctor` reads them by name).
-#[derive(Clone, Debug, Deserialize)]
-pub struct Probed {
-    pub facts: Value,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-pub struct Measured {
-    pub ceilings: Ceilings,
 }
 
 /// The schema of the commands, for `tests/python/test_protocol.py`: field names as serde sees
@@ -595,22 +472,6 @@ mod tests {
                 request.cmd()
             );
         }
-    }
-
-    /// Fields the workers may leave out read as absent; a field of the wrong type does not read.
-    #[test]
-    fn replies_read_their_fields() {
-        let timed: Timed = serde_json::from_value(
-            json!({"samples_ms": [1.0], "sm_mhz": [1980, null], "ok": true}),
-        )
-        .unwrap();
-        assert_eq!(timed.samples_ms, Some(vec![1.0]));
-        assert_eq!(timed.sm_mhz, vec![Some(1980.0), None]);
-        assert_eq!((timed.audit_ms, timed.overflows), (None, 0));
-        let checked: Checked = serde_json::from_value(json!({"max_abs_diff": null})).unwrap();
-        assert!(!checked.correct && checked.reason.is_none());
-        assert!(serde_json::from_value::<Timed>(json!({"samples_ms": "many"})).is_err());
-        assert!(serde_json::from_value::<Findings>(json!({})).is_err());
     }
 
     fn schema_json() -> String {
