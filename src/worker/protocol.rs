@@ -1,7 +1,7 @@
 //! The wire format shared with `python/kbench_worker/protocol.py`: one JSON object per line,
-//! each carrying the protocol version. Requests and reply bodies are typed in `request` (each
-//! worker role answers from its table of commands, `commands()` in its module; a pytest checks
-//! that they match what kbench sends); replies are parsed here. Before any request a worker gets a key of its own (`key_line`); every
+//! each carrying the protocol version. Requests are typed in `request`, each with its reply's
+//! struct (each worker role answers from its table of commands, `commands()` in its module; a
+//! pytest checks them against what kbench sends and reads); replies are parsed here. Before any request a worker gets a key of its own (`key_line`); every
 //! reply line is `<HMAC-SHA256 of the JSON under that key, hex> <JSON>`, so a line written into a
 //! trusted worker's reply pipe by anything without its key is refused.
 
