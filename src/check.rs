@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use crate::error::{Error, Result};
+use crate::worker::request::{CheckFiles, Command};
 use crate::worker::{Reply, Spawn, Worker};
 
 const CHECK_DEADLINE: Duration = Duration::from_secs(300);
@@ -38,6 +38,16 @@ pub struct FileFindings {
     pub error: Option<String>,
 }
 
+/// The static checker's findings, one entry per file in order.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Findings {
+    pub results: Vec<FileFindings>,
+}
+
+impl Command for CheckFiles {
+    type Reply = Findings;
+}
+
 /// Scan `files` with the static rules, in one worker.
 pub fn scan(
     python: &str,
@@ -63,12 +73,10 @@ pub fn scan(
         .iter()
         .map(|f| std::path::absolute(f).unwrap_or_else(|_| f.clone()))
         .collect();
-    let reply = worker.request(json!({"cmd": "check", "files": absolute}), CHECK_DEADLINE);
+    let reply = worker.request(CheckFiles { files: absolute }, CHECK_DEADLINE);
     worker.finish();
     match reply {
-        Ok(Reply::Ok(v)) => {
-            let mut results: Vec<FileFindings> = serde_json::from_value(v["results"].clone())
-                .map_err(|e| Error::Other(format!("read the static checker's reply: {e}")))?;
+        Ok(Reply::Ok(Findings { mut results })) => {
             if results.len() != files.len() {
                 return Err(Error::Other(
                     "the static checker answered for another number of files".into(),

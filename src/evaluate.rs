@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::config::{Config, Device, LibraryPolicy};
@@ -23,7 +23,14 @@ use crate::task::{Task, TaskId};
 use crate::taskfacts::TaskFacts;
 use crate::timing::{self, Failed};
 use crate::verdict::{Cause, KernelEvidence, ReferenceStep, Verdict};
+use crate::worker::request::{
+    self, CheckOutputs, Command, Compile, Load, Perturb, Ping, Profile, TimedCheck, Variant, Warm,
+};
 use crate::worker::{ErrorKind, Failure, Reply, Spawn, Worker};
+
+mod replies;
+
+use replies::{Built, Checked, Loaded, Shipped};
 
 /// Runs compile and evaluation steps; the scheduler is generic over it so it can be tested
 /// with a scripted fake.
@@ -114,9 +121,7 @@ pub fn derive_seed(seed: u64, stream: u64) -> u64 {
 
 /// Whether a worker still answers (after an error that may have been fatal to it).
 fn alive(worker: &mut Worker) -> bool {
-    worker
-        .request(json!({"cmd": "ping"}), Duration::from_secs(30))
-        .is_ok()
+    worker.request(Ping {}, Duration::from_secs(30)).is_ok()
 }
 
 /// A file-name-safe form of a submission's path, for its logs.
@@ -163,7 +168,7 @@ fn early(task: &Task, submission: &Submission, verdict: Verdict, reason: String)
 }
 
 /// A candidate request's outcome, flattened: a body, or what the candidate did instead.
-fn ask(worker: &mut Worker, body: Value, deadline: Duration) -> Result<Value, Failed> {
+fn ask<C: Command>(worker: &mut Worker, body: C, deadline: Duration) -> Result<C::Reply, Failed> {
     match worker.request(body, deadline) {
         Ok(Reply::Ok(v)) => Ok(v),
         Ok(Reply::Err(e)) => Err(Cause::Raised(e)),
@@ -322,13 +327,31 @@ impl<'a> Python<'a> {
         ]
     }
 
-    fn request_base(&self, task: &Task, cmd: &str) -> Value {
-        json!({
-            "cmd": cmd,
-            "task": task.path,
-            "scale": self.config.scale,
-            "set": self.config.sets,
-        })
+    /// A load request for the task, as the run sizes and judges it (the reference's: no submission).
+    fn load_request(&self, task: &Task) -> Load {
+        let cfg = self.config;
+        Load {
+            task: task.path.clone(),
+            scale: cfg.scale.clone(),
+            set: cfg.sets.clone(),
+            device: cfg.device.torch_name().into(),
+            precision: cfg.precision.into(),
+            atol: cfg.atol,
+            rtol: cfg.rtol,
+            submission: None,
+            env: None,
+        }
+    }
+
+    /// A compile request for the submission staged at `staged`, of the task as the run sizes it.
+    fn compile_request(&self, task: &Task, staged: PathBuf) -> Compile {
+        Compile {
+            task: task.path.clone(),
+            scale: self.config.scale.clone(),
+            set: self.config.sets.clone(),
+            submission: staged,
+            device: self.config.device.torch_name().into(),
+        }
     }
 
     fn log_path(&self, submission: &Submission, role: &str) -> (PathBuf, String) {
@@ -356,17 +379,16 @@ impl Python<'_> {
     fn warm(
         &self,
         w: &mut Worker,
-        mut request: Value,
-        imported: Value,
+        request: Compile,
+        imported: Built,
         build: &mut Build,
     ) -> WarmReply {
-        request["cmd"] = json!("warm");
-        request["precision"] = json!(self.config.precision);
+        let request = Warm::after(request, self.config.precision);
         build.warmed = "import".into();
         match w.request(request, self.config.timeouts.compile) {
             Ok(Reply::Ok(v)) => {
-                build.warmed = v["reached"].as_str().unwrap_or("import").into();
-                build.warm_note = first_line(v["note"].as_str().unwrap_or_default());
+                build.warmed = v.reached.clone().unwrap_or_else(|| "import".into());
+                build.warm_note = first_line(&v.note);
                 Ok(Reply::Ok(v))
             }
             Ok(Reply::Err(e)) if e.kind == ErrorKind::Build => Ok(Reply::Err(e)),
@@ -386,13 +408,13 @@ impl Python<'_> {
     fn import_and_warm(
         &self,
         spec: &Spawn,
-        request: Value,
+        request: Compile,
         build: &mut Build,
-    ) -> Result<Value, (BuildStatus, String)> {
+    ) -> Result<Built, (BuildStatus, String)> {
         let mut w = self.start(spec).map_err(|e| (BuildStatus::Crashed, e))?;
         let reply = w.request(request.clone(), self.config.timeouts.compile);
         let reply = match reply {
-            Ok(Reply::Ok(v)) if v["has_model_new"] == true => self.warm(&mut w, request, v, build),
+            Ok(Reply::Ok(v)) if v.has_model_new => self.warm(&mut w, request, v, build),
             other => other,
         };
         w.finish();
@@ -408,7 +430,7 @@ impl Python<'_> {
     }
 }
 
-type WarmReply = Result<Reply, Failure>;
+type WarmReply = Result<Reply<Built>, Failure>;
 
 fn first_line(text: &str) -> String {
     text.lines()
@@ -470,18 +492,15 @@ impl Backend for Python<'_> {
                 return build;
             }
         };
-        let mut request = self.request_base(task, "compile");
-        request["submission"] = json!(staged);
-        request["device"] = json!(self.config.device.torch_name());
+        let request = self.compile_request(task, staged);
         let spec = self.spec("compile", &log, env);
         let spec = self
             .confinement
             .wrap(&spec, std::slice::from_ref(&dir), Some(stage.dir.path()));
         match self.import_and_warm(&spec, request, &mut build) {
             Ok(v) => {
-                build.kernels = serde_json::from_value(v["kernels"].clone()).unwrap_or_default();
-                build.pool_compiled =
-                    serde_json::from_value(v["compiled"].clone()).unwrap_or_default();
+                build.kernels = v.kernels;
+                build.pool_compiled = v.compiled;
             }
             Err((status, message)) => {
                 build.status = status;
@@ -543,29 +562,16 @@ fn one_line(reason: &str) -> String {
 /// One correctness trial as sent to both workers.
 struct Probe {
     index: u32,
-    /// null, or a distribution or shape variant of the inputs (harness.make_inputs).
-    variant: Value,
+    /// None, or a distribution or shape variant of the inputs (harness.make_inputs).
+    variant: Option<Variant>,
     /// Run the expensive checks too (trial 0).
     deep: bool,
 }
 
-/// The checks a worker reply carries (`checks`: name, outcome, evidence, seconds).
-fn reply_checks(reply: &Value) -> Vec<Check> {
-    list(reply, "checks").unwrap_or_default()
-}
-
-/// A list in a worker reply, when the reply has it in the expected shape.
-fn list<T: serde::de::DeserializeOwned>(reply: &Value, key: &str) -> Option<Vec<T>> {
-    serde_json::from_value(reply.get(key)?.clone()).ok()
-}
-
 /// What the candidate compiled itself so far (`compiled` in its load and trial replies): a
 /// build the pool missed; empty when the slot only loaded.
-fn slot_compiled(eval: &mut Evaluation, reply: &Value) {
-    if let (Some(build), Ok(names)) = (
-        eval.build.as_mut(),
-        serde_json::from_value(reply["compiled"].clone()),
-    ) {
+fn slot_compiled(eval: &mut Evaluation, compiled: Option<Vec<String>>) {
+    if let (Some(build), Some(names)) = (eval.build.as_mut(), compiled) {
         build.slot_compiled = Some(names);
     }
 }
@@ -611,14 +617,14 @@ impl Python<'_> {
         let started = Instant::now();
         let loads = self.load(task, sub, slot, &mut reference, &mut candidate, &exchange);
         let (constants, loaded) = loads?;
-        eval.phases.worker_startup_s = loaded["startup_s"].as_f64();
-        slot_compiled(eval, &loaded);
-        for check in reply_checks(&loaded) {
+        eval.phases.worker_startup_s = loaded.startup_s;
+        slot_compiled(eval, loaded.compiled);
+        for check in loaded.checks {
             merge_check(&mut eval.checks, check);
         }
         eval.phases.load_s = started.elapsed().as_secs_f64();
         let started = Instant::now();
-        let kernels: Vec<String> = list(&loaded, "kernels").unwrap_or_default();
+        let kernels = loaded.kernels;
 
         // CUDA IPC for outputs on the GPU; files if IPC fails once (then for this whole evaluation).
         let mut transport = if cfg.device == Device::Cuda {
@@ -665,21 +671,14 @@ impl Python<'_> {
         reference: &mut Worker,
         candidate: &mut Worker,
         exchange: &Exchange,
-    ) -> Result<(Value, Value), Failed> {
+    ) -> Result<(Map<String, Value>, Loaded), Failed> {
         let cfg = self.config;
-        let mut load = self.request_base(task, "load");
-        load["device"] = json!(cfg.device.torch_name());
-        load["precision"] = json!(cfg.precision);
-        load["atol"] = json!(cfg.atol);
-        load["rtol"] = json!(cfg.rtol);
-        let mut cand_load = load.clone();
-        let staged = stage_submission(sub, exchange).map_err(Cause::Unready)?;
-        cand_load["submission"] = json!(staged);
-        cand_load["env"] = self
-            .build_env(sub)
-            .into_iter()
-            .map(|(k, v)| (k, Value::String(v)))
-            .collect();
+        let load = self.load_request(task);
+        let cand_load = Load {
+            submission: Some(stage_submission(sub, exchange).map_err(Cause::Unready)?),
+            env: Some(self.build_env(sub).into_iter().collect()),
+            ..load.clone()
+        };
         let loads = std::thread::scope(|s| {
             let r = s.spawn(|| reference.request(load, cfg.timeouts.load));
             let c = candidate.request(cand_load, cfg.timeouts.load + cfg.timeouts.compile);
@@ -687,7 +686,7 @@ impl Python<'_> {
         });
         self.refill(slot);
         let constants = match loads.0 {
-            Ok(Reply::Ok(v)) => v["constants"].clone(),
+            Ok(Reply::Ok(v)) => v.constants,
             Ok(Reply::Err(e)) => return Err(Cause::ReferenceError(ReferenceStep::Load, e)),
             Err(f) => return Err(Cause::ReferenceDied(f)),
         };
@@ -712,24 +711,24 @@ impl Python<'_> {
     ) -> Result<KernelEvidence, Failed> {
         let cfg = self.config;
         let profiled = ask(&mut candidate, self.profile_request(), cfg.timeouts.call)?;
-        for check in reply_checks(&profiled) {
+        for check in profiled.checks {
             merge_check(&mut eval.checks, check);
         }
-        let library_share = profiled["profile"]["library_share"].as_f64();
+        let figures = profiled.profile;
         if let Some(t) = eval.timing.as_mut().filter(|t| t.host_error.is_some()) {
-            self.narrow_host_error(&mut reference, t, profiled["profile"]["busy_ms"].as_f64());
+            self.narrow_host_error(&mut reference, t, figures.busy_ms);
         }
-        let kernels = list(&profiled, "kernels").unwrap_or(kernels);
+        let kernels = profiled.kernels.unwrap_or(kernels);
         let mapped = mapped_kernel_check(&kernels, candidate.python_pid(), &self.build_dir(sub));
         reference.finish();
         candidate.finish();
         let evidence = KernelEvidence {
             kernels,
-            build_failures: list(&profiled, "build_failures").unwrap_or_default(),
-            defined: list(&profiled, "defined").unwrap_or_default(),
-            custom_ms: profiled["profile"]["custom_ms"].as_f64(),
-            total_ms: profiled["profile"]["total_ms"].as_f64(),
-            library_share,
+            build_failures: profiled.build_failures,
+            defined: profiled.defined,
+            custom_ms: figures.custom_ms,
+            total_ms: figures.total_ms,
+            library_share: figures.library_share,
             library_limit: self.library_share_limit(task),
             policy: cfg.library_policy.as_str(),
             unmapped: (mapped.outcome == Outcome::Fail).then(|| mapped.evidence.clone()),
@@ -739,12 +738,11 @@ impl Python<'_> {
     }
 
     /// One profiled call after timing, the same inputs for either worker.
-    fn profile_request(&self) -> Value {
-        json!({
-            "cmd": "profile",
-            "seed": derive_seed(self.config.seed, PROFILE_STREAM),
-            "forward_seed": derive_seed(self.config.seed, PROFILE_STREAM - 1),
-        })
+    fn profile_request(&self) -> Profile {
+        Profile {
+            seed: derive_seed(self.config.seed, PROFILE_STREAM),
+            forward_seed: derive_seed(self.config.seed, PROFILE_STREAM - 1),
+        }
     }
 
     /// A forward that synchronizes with the host inside: profile one reference call too, and
@@ -758,7 +756,7 @@ impl Python<'_> {
     ) {
         let reference_busy_ms = ask(reference, self.profile_request(), self.config.timeouts.call)
             .ok()
-            .and_then(|reply| reply["busy_ms"].as_f64());
+            .and_then(|reply| reply.busy_ms);
         if let (Some(r), Some(c)) = (reference_busy_ms, candidate_busy_ms) {
             let error = timing::host_error(
                 r / timing.reference.median_ms,
@@ -786,13 +784,13 @@ impl Python<'_> {
         task: &Task,
         link: &mut Link<'_>,
         eval: &mut Evaluation,
-        constants: &Value,
+        constants: &Map<String, Value>,
     ) -> Result<(), Failed> {
         let cfg = self.config;
         for index in 0..cfg.trials {
             let probe = Probe {
                 index,
-                variant: Value::Null,
+                variant: None,
                 deep: index == 0,
             };
             let trial = self.trial(link, &probe, eval)?;
@@ -810,19 +808,20 @@ impl Python<'_> {
         }
         let mut variants = Vec::new();
         if self.perturb_params(link)? {
-            variants.push(("params.perturbation", Value::Null));
+            variants.push(("params.perturbation", None));
         }
+        variants.push(("inputs.distribution_perturbation", Some(Variant::Signed)));
         variants.push((
             "inputs.distribution_perturbation",
-            json!({"kind": "signed"}),
-        ));
-        variants.push((
-            "inputs.distribution_perturbation",
-            json!({"kind": "scaled", "factor": SCALE_FACTOR}),
+            Some(Variant::Scaled {
+                factor: SCALE_FACTOR,
+            }),
         ));
         variants.push((
             "inputs.mean_shift",
-            json!({"kind": "shifted", "spreads": SHIFT_SPREADS}),
+            Some(Variant::Shifted {
+                spreads: SHIFT_SPREADS,
+            }),
         ));
         let mut index = cfg.trials;
         for (check, variant) in variants {
@@ -836,19 +835,21 @@ impl Python<'_> {
     /// Whether the task has parameters to perturb.
     fn perturb_params(&self, link: &mut Link<'_>) -> Result<bool, Failed> {
         let cfg = self.config;
-        let perturb = json!({"cmd": "perturb", "seed": derive_seed(cfg.seed, PERTURB_STREAM)});
+        let perturb = Perturb {
+            seed: derive_seed(cfg.seed, PERTURB_STREAM),
+        };
         let ours = match link.reference.request(perturb.clone(), cfg.timeouts.call) {
             Ok(Reply::Ok(v)) => v,
             Ok(Reply::Err(e)) => return Err(Cause::ReferenceError(ReferenceStep::Perturb, e)),
             Err(f) => return Err(Cause::ReferenceDied(f)),
         };
         let theirs = ask(link.candidate, perturb, cfg.timeouts.call)?;
-        if ours["shapes"] != theirs["shapes"] {
+        if ours.shapes != theirs.shapes {
             return Err(Cause::Wrong(
                 "params.perturbation: ModelNew's parameters differ from the task's in order or shape".into(),
             ));
         }
-        Ok(ours["shapes"].as_array().is_some_and(|s| !s.is_empty()))
+        Ok(ours.shapes.is_some_and(|s| !s.is_empty()))
     }
 
     /// One trial on perturbed inputs or parameters, recorded as the check `check`. A reference
@@ -858,11 +859,11 @@ impl Python<'_> {
         link: &mut Link<'_>,
         eval: &mut Evaluation,
         check: &str,
-        variant: Value,
+        variant: Option<Variant>,
         index: u32,
     ) -> Result<(), Failed> {
         let started = Instant::now();
-        let what = variant_label(&variant);
+        let what = variant_label(variant.as_ref());
         let probe = Probe {
             index,
             variant,
@@ -905,7 +906,7 @@ impl Python<'_> {
         task: &Task,
         link: &mut Link<'_>,
         eval: &mut Evaluation,
-        constants: &Value,
+        constants: &Map<String, Value>,
         index: u32,
     ) -> Result<(), Failed> {
         const NAME: &str = "inputs.shape_perturbation";
@@ -914,7 +915,7 @@ impl Python<'_> {
             .facts
             .get(&task.id)
             .and_then(shape_constant)
-            .and_then(|name| Some((name, constants[name].as_i64()?)));
+            .and_then(|name| Some((name, constants.get(name)?.as_i64()?)));
         let Some((name, value)) = chosen else {
             merge_check(
                 &mut eval.checks,
@@ -931,7 +932,9 @@ impl Python<'_> {
         let what = format!("{name}={}", value + 1);
         let probe = Probe {
             index,
-            variant: json!({"kind": "shape", "set": {name: value + 1}}),
+            variant: Some(Variant::Shape {
+                set: [(name.to_string(), value + 1)].into(),
+            }),
             deep: false,
         };
         let (outcome, evidence) = match self.trial(link, &probe, eval) {
@@ -979,31 +982,39 @@ impl Python<'_> {
         let cfg = self.config;
         let seed = derive_seed(cfg.seed, 2 * u64::from(probe.index) + 1);
         let forward_seed = derive_seed(cfg.seed, 2 * u64::from(probe.index) + 2);
-        let request = json!({
-            "cmd": "trial", "seed": seed, "forward_seed": forward_seed,
-            "variant": probe.variant, "deep": probe.deep,
-        });
-        let check = json!({
-            "cmd": "check", "seed": seed, "forward_seed": forward_seed,
-            "variant": probe.variant, "deep": probe.deep,
-        });
-        let (ran, checked) = link.exchange(
-            request,
-            |_| Some(check.clone()),
-            cfg.timeouts.call,
-            &format!("trial{}.pt", probe.index),
-        )?;
-        slot_compiled(eval, &ran);
-        for c in reply_checks(&ran).into_iter().chain(reply_checks(&checked)) {
+        let request = |out, transport| request::Trial {
+            seed,
+            forward_seed,
+            variant: probe.variant.clone(),
+            deep: probe.deep,
+            out,
+            transport,
+        };
+        let check = |_: &Shipped| {
+            Some(CheckOutputs {
+                seed,
+                forward_seed,
+                variant: probe.variant.clone(),
+                deep: probe.deep,
+                timed: false,
+                candidate_out: PathBuf::new(),
+                ipc: None,
+            })
+        };
+        let file = format!("trial{}.pt", probe.index);
+        let (ran, checked) = link.exchange(request, check, cfg.timeouts.call, &file)?;
+        let checked = checked.unwrap_or_default();
+        slot_compiled(eval, ran.compiled);
+        for c in ran.checks.into_iter().chain(checked.checks) {
             merge_check(&mut eval.checks, c);
         }
         Ok(Trial {
             index: probe.index,
-            correct: checked["correct"] == true,
-            uncheckable: checked["uncheckable"] == true,
-            reason: checked["reason"].as_str().unwrap_or_default().to_string(),
-            max_abs_diff: checked["max_abs_diff"].as_f64(),
-            max_rel_diff: checked["max_rel_diff"].as_f64(),
+            correct: checked.correct,
+            uncheckable: checked.uncheckable,
+            reason: checked.reason.unwrap_or_default(),
+            max_abs_diff: checked.max_abs_diff,
+            max_rel_diff: checked.max_rel_diff,
         })
     }
 
@@ -1027,13 +1038,20 @@ impl Python<'_> {
         };
         let mut sample = None;
         let outcome = link.exchange(
-            json!({"cmd": "timed_check"}),
+            |out, transport| TimedCheck { out, transport },
             |ran| {
                 // Set on every attempt: a retry after an IPC failure finds nothing kept.
-                sample = ran["index"].as_u64();
-                let k = sample?;
-                let seed = derive_seed(base, k);
-                Some(json!({"cmd": "check", "seed": seed, "forward_seed": derive_seed(seed, 0), "timed": true}))
+                sample = ran.index;
+                let seed = derive_seed(base, sample?);
+                Some(CheckOutputs {
+                    seed,
+                    forward_seed: derive_seed(seed, 0),
+                    variant: None,
+                    deep: false,
+                    timed: true,
+                    candidate_out: PathBuf::new(),
+                    ipc: None,
+                })
             },
             self.config.timeouts.call,
             "timed.pt",
@@ -1050,15 +1068,13 @@ impl Python<'_> {
             return Ok(check(Outcome::Skip, "no output kept".into()));
         };
         let differs = |why: &str| Cause::TimedOutputWrong(format!("{NAME}: timed call {k}: {why}"));
-        match outcome {
-            Ok((_, v)) if v["correct"] == true => {
-                Ok(check(Outcome::Pass, format!("timed call {k}: correct")))
-            }
-            Ok((_, v)) if v["uncheckable"] == true => Ok(check(
+        match outcome.map(|(_, v)| v.unwrap_or_default()) {
+            Ok(v) if v.correct => Ok(check(Outcome::Pass, format!("timed call {k}: correct"))),
+            Ok(v) if v.uncheckable => Ok(check(
                 Outcome::Skip,
                 format!("timed call {k}: the reference's output is not finite"),
             )),
-            Ok((_, v)) => Err(differs(v["reason"].as_str().unwrap_or("wrong output"))),
+            Ok(v) => Err(differs(v.reason.as_deref().unwrap_or("wrong output"))),
             Err(Cause::Wrong(why)) => Err(differs(&why)),
             Err(Cause::Raised(e)) if e.kind == ErrorKind::Output => Err(differs(&e.message)),
             Err(e) => Err(e),
@@ -1076,29 +1092,28 @@ struct Link<'l> {
 }
 
 impl Link<'_> {
-    /// Ask the candidate for outputs (`request`, to which the transport and a file name are
-    /// added), then have the reference check them with the request `check` makes from the
-    /// candidate's reply (None: nothing to check). Returns both replies.
-    fn exchange(
+    /// Ask the candidate for outputs (the request `request` makes from the file name the
+    /// candidate sees and the transport), then have the reference check them with the request
+    /// `check` makes from the candidate's reply (None: nothing to check; its file and IPC
+    /// handles are set here). Returns both replies.
+    fn exchange<C: Command<Reply = Shipped>>(
         &mut self,
-        request: Value,
-        mut check: impl FnMut(&Value) -> Option<Value>,
+        request: impl Fn(PathBuf, String) -> C,
+        mut check: impl FnMut(&Shipped) -> Option<CheckOutputs>,
         deadline: Duration,
         file: &str,
-    ) -> Result<(Value, Value), Failed> {
+    ) -> Result<(Shipped, Option<Checked>), Failed> {
         let (out, seen) = self.exchange.file(file);
         loop {
-            let mut asked = request.clone();
-            asked["out"] = json!(seen);
-            asked["transport"] = json!(*self.transport);
+            let asked = request(seen.clone(), (*self.transport).into());
             let ran = ask(self.candidate, asked, deadline)?;
             let Some(mut body) = check(&ran) else {
-                return Ok((ran, Value::Null));
+                return Ok((ran, None));
             };
-            body["candidate_out"] = json!(seen);
-            body["ipc"] = ran.get("ipc").cloned().unwrap_or(Value::Null);
+            body.candidate_out = seen.clone();
+            body.ipc = ran.ipc.clone();
             let result = match self.reference.request(body, deadline) {
-                Ok(Reply::Ok(v)) => Ok((ran, v)),
+                Ok(Reply::Ok(v)) => Ok((ran, Some(v))),
                 Ok(Reply::Err(e)) if e.kind == ErrorKind::Transfer && *self.transport == "ipc" => {
                     *self.transport = "file";
                     continue;
@@ -1232,16 +1247,17 @@ fn artifacts_hash(dir: &Path) -> String {
     format!("{:x}", h.finalize())
 }
 
-fn variant_label(variant: &Value) -> String {
-    match variant["kind"].as_str() {
+/// How a trial's inputs differ, as its check's evidence says (numbers as JSON writes them).
+fn variant_label(variant: Option<&Variant>) -> String {
+    match variant {
         None => "new parameter values".into(),
-        Some("scaled") => format!("inputs scaled by {}", variant["factor"]),
-        Some("shifted") => format!(
+        Some(Variant::Scaled { factor }) => format!("inputs scaled by {}", json!(factor)),
+        Some(Variant::Shifted { spreads }) => format!(
             "inputs offset by {} standard deviations, judged against float64",
-            variant["spreads"]
+            json!(spreads)
         ),
-        Some("signed") => "signed inputs (2x - 1 where the inputs are non-negative)".into(),
-        Some(other) => other.into(),
+        Some(Variant::Signed) => "signed inputs (2x - 1 where the inputs are non-negative)".into(),
+        Some(Variant::Shape { .. }) => "shape".into(),
     }
 }
 

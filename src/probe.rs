@@ -4,10 +4,12 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde::Deserialize;
+use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::record::Environment;
+use crate::worker::request::{self, Command};
 use crate::worker::{Reply, Spawn, Worker};
 
 const PROBE_DEADLINE: Duration = Duration::from_secs(120);
@@ -15,6 +17,16 @@ const PROBE_DEADLINE: Duration = Duration::from_secs(120);
 #[derive(Clone, Debug)]
 pub struct Probe {
     pub facts: Value,
+}
+
+/// The probe's reply: the machine's facts, read by name.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Probed {
+    pub facts: Value,
+}
+
+impl Command for request::Probe {
+    type Reply = Probed;
 }
 
 impl Probe {
@@ -35,7 +47,7 @@ impl Probe {
         )
         .env("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
         let mut worker = Worker::spawn(&spec).map_err(|e| fail(e.to_string()))?;
-        let reply = worker.request(json!({"cmd": "probe"}), PROBE_DEADLINE);
+        let reply = worker.request(request::Probe {}, PROBE_DEADLINE);
         worker.finish();
         let tail = || {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -43,9 +55,7 @@ impl Probe {
             lines[lines.len().saturating_sub(5)..].join("\n")
         };
         match reply {
-            Ok(Reply::Ok(v)) => Ok(Probe {
-                facts: v["facts"].clone(),
-            }),
+            Ok(Reply::Ok(Probed { facts })) => Ok(Probe { facts }),
             Ok(Reply::Err(e)) => Err(fail(e.message)),
             Err(f) => Err(fail(format!(
                 "{f}; is torch installed? (kbench doctor)\n{}",

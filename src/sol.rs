@@ -8,12 +8,14 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde::Deserialize;
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::probe::Probe;
 use crate::record::{Ceilings, Evaluation};
 use crate::taskfacts::TaskFacts;
+use crate::worker::request::{Command, MeasureCeilings};
 use crate::worker::{Reply, Spawn, Worker};
 
 /// Above this %SOL the candidate's timing is invalid. Not 100: the ceilings are themselves
@@ -180,6 +182,16 @@ pub fn load_or_measure(
     Ok(ceilings)
 }
 
+/// The ceilings worker's reply.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Measured {
+    pub ceilings: Ceilings,
+}
+
+impl Command for MeasureCeilings {
+    type Reply = Measured;
+}
+
 fn measure(python: &str, worker_path: &Path, dir: &Path, gpu: u32) -> Result<Ceilings, String> {
     let spec = Spawn::role(
         python,
@@ -191,11 +203,10 @@ fn measure(python: &str, worker_path: &Path, dir: &Path, gpu: u32) -> Result<Cei
     .env("CUDA_VISIBLE_DEVICES", gpu.to_string())
     .env("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
     let mut worker = Worker::spawn(&spec).map_err(|e| format!("start the ceilings worker: {e}"))?;
-    let reply = worker.request(json!({"cmd": "ceilings"}), MEASURE_DEADLINE);
+    let reply = worker.request(MeasureCeilings {}, MEASURE_DEADLINE);
     worker.finish();
     let ceilings: Ceilings = match reply {
-        Ok(Reply::Ok(v)) => serde_json::from_value(v["ceilings"].clone())
-            .map_err(|e| format!("read the measured ceilings: {e}"))?,
+        Ok(Reply::Ok(Measured { ceilings })) => ceilings,
         Ok(Reply::Err(e)) => return Err(e.message),
         Err(f) => return Err(f.to_string()),
     };
@@ -210,6 +221,7 @@ fn measure(python: &str, worker_path: &Path, dir: &Path, gpu: u32) -> Result<Cei
 mod tests {
     use super::*;
     use crate::report::tests::sample_evaluation;
+    use serde_json::json;
 
     /// The H100 figures of docs/design/timing.md: 3.0 TB/s copy, ~52 TFLOP/s fp32, TF32 ~400, bf16 ~800.
     fn h100() -> Ceilings {

@@ -8,11 +8,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::task::Task;
+use crate::worker::request::{Command, Inspect};
 use crate::worker::{Reply, Spawn, Worker};
 
 /// The slowest tasks (LSTMs, unrolled step by step on the meta device) take ~30 s.
@@ -45,6 +45,16 @@ pub struct TaskFacts {
     /// One line per step that failed; the facts it would have given stay empty.
     #[serde(default, deserialize_with = "null_as_empty")]
     pub errors: Vec<String>,
+}
+
+/// The task inspector's reply.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Inspected {
+    pub facts: TaskFacts,
+}
+
+impl Command for Inspect {
+    type Reply = Inspected;
 }
 
 /// A list the inspect worker leaves null when the step that makes it failed.
@@ -171,15 +181,12 @@ fn inspect(
     let w = worker.as_mut().expect("started above");
     Ok(
         match w.request(
-            json!({"cmd": "inspect", "task": task.path}),
+            Inspect {
+                task: task.path.clone(),
+            },
             INSPECT_DEADLINE,
         ) {
-            Ok(Reply::Ok(v)) => {
-                serde_json::from_value(v["facts"].clone()).unwrap_or_else(|e| TaskFacts {
-                    errors: vec![format!("facts unreadable: {e}")],
-                    ..TaskFacts::default()
-                })
-            }
+            Ok(Reply::Ok(Inspected { facts })) => facts,
             Ok(Reply::Err(e)) => TaskFacts {
                 errors: vec![e.message],
                 ..TaskFacts::default()
@@ -247,6 +254,7 @@ pub fn render(tasks: &[Task], facts: &[TaskFacts]) -> String {
 mod tests {
     use super::*;
     use crate::task::TaskId;
+    use serde_json::json;
 
     #[test]
     fn facts_of_a_failed_step_read_as_empty_with_the_error() {

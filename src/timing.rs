@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde_json::{json, Value};
+use serde::Deserialize;
 
 use crate::config::{Config, Device, Mode};
 use crate::nvml::{Gpu, Nvml, RoundTag, Telemetry};
@@ -21,6 +21,7 @@ use crate::record::{
 };
 use crate::stats;
 use crate::verdict::{Cause, ReferenceStep};
+use crate::worker::request::{Command, Time, TimeSetup, TimingArm, TimingMode};
 use crate::worker::{ErrorKind, Reply, Worker};
 
 /// Why timing (or another phase of an evaluation) ended early: the cause that decides the
@@ -230,6 +231,40 @@ struct Block {
     burst: u32,
 }
 
+/// A warm-up's figures.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Warmed {
+    pub submit_ms: Option<f64>,
+    pub median_ms: Option<f64>,
+    /// How long torch.compile took (the compiled arm).
+    pub compile_s: Option<f64>,
+}
+
+impl Command for TimeSetup {
+    type Reply = Warmed;
+}
+
+/// A timed block's figures; each list is checked where it is read.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Timed {
+    pub samples_ms: Option<Vec<f64>>,
+    pub audit_ms: Option<Vec<f64>>,
+    pub audit_excess_ms: Option<Vec<f64>>,
+    pub latency_ms: Option<Vec<f64>>,
+    /// The SM clock before each request, null where NVML could not be read.
+    pub sm_mhz: Vec<Option<f64>>,
+    /// Calls per sample the worker timed.
+    pub burst: Option<u64>,
+    pub overflows: u64,
+    pub checks: Vec<Check>,
+}
+
+impl Command for Time {
+    type Reply = Timed;
+}
+
 impl Session<'_> {
     fn worker(&mut self, arm: usize) -> &mut Worker {
         if arm == CANDIDATE || arm == CONTROL {
@@ -241,7 +276,12 @@ impl Session<'_> {
 
     /// A timing request to one arm; the reference's own errors are not the submission's fault,
     /// but its death while the candidate runs is.
-    fn ask(&mut self, arm: usize, body: Value, deadline: Duration) -> Result<Value, Failed> {
+    fn ask<C: Command>(
+        &mut self,
+        arm: usize,
+        body: C,
+        deadline: Duration,
+    ) -> Result<C::Reply, Failed> {
         match (self.worker(arm).request(body, deadline), arm) {
             (Ok(Reply::Ok(v)), _) => Ok(v),
             (Ok(Reply::Err(e)), EAGER | COMPILED) => {
@@ -261,24 +301,24 @@ impl Session<'_> {
         audits: u32,
         burst: u32,
     ) -> Result<Block, Failed> {
-        let mut request = json!({
-            "cmd": "time",
-            "n": n,
-            "blocker_cycles": blocker_cycles,
-            "audits": audits,
-            "burst": burst,
-        });
-        if arm == COMPILED {
-            request["arm"] = json!("compile");
-        } else if arm == CONTROL {
-            request["arm"] = json!("control");
-        }
+        let request = Time {
+            n: Some(n),
+            blocker_cycles: Some(blocker_cycles),
+            audits: Some(audits),
+            burst: Some(burst),
+            arm: match arm {
+                COMPILED => Some(TimingArm::Compile),
+                CONTROL => Some(TimingArm::Control),
+                _ => None,
+            },
+            ..Time::default()
+        };
         let started = Instant::now();
         let reply = self.ask(arm, request, self.config.timeouts.call)?;
         let wall_ms = started.elapsed().as_secs_f64() * 1e3;
         let samples = samples_of(&reply)?;
-        let burst_used = reply["burst"]
-            .as_u64()
+        let burst_used = reply
+            .burst
             .map_or(1, |b| b.clamp(1, u64::from(burst)) as u32);
         let mean = if samples.is_empty() {
             0.0
@@ -286,12 +326,12 @@ impl Session<'_> {
             samples.iter().sum::<f64>() / samples.len() as f64
         };
         Ok(Block {
-            checks: serde_json::from_value(reply["checks"].clone()).unwrap_or_default(),
+            checks: reply.checks.clone(),
             burst: burst_used,
             unexplained_ms: wall_ms / f64::from(n.max(1)) - mean * f64::from(burst_used),
             wall_per_sample_ms: wall_ms / f64::from(n.max(1)),
-            overflows: reply["overflows"].as_u64().unwrap_or(0) as u32,
-            audit_ms: times_of(&reply, "audit_ms")?,
+            overflows: reply.overflows as u32,
+            audit_ms: times_of(&reply.audit_ms, "audit_ms")?,
             audit_excess_ms: excess_of(&reply)?,
             samples,
         })
@@ -299,8 +339,14 @@ impl Session<'_> {
 
     /// A worker's timing set-up in `mode`: its inputs' seeds, and the CPU its submitting thread
     /// moves to.
-    fn setup(&self, mode: &str) -> Value {
-        json!({"cmd": "time_setup", "seed": self.seed_base, "mode": mode, "cpu": self.cpu})
+    fn setup(&self, mode: TimingMode) -> TimeSetup {
+        TimeSetup {
+            seed: self.seed_base,
+            mode,
+            cpu: self.cpu,
+            cycles_per_us: None,
+            arm: None,
+        }
     }
 
     fn read_gpu(&self) -> Option<Telemetry> {
@@ -346,14 +392,14 @@ impl Session<'_> {
         // Read once: the blockers' cycle counts and the slowdown rule use it.
         let max_sm = self.max_sm_mhz();
         let max_mhz = max_sm.unwrap_or(FALLBACK_MAX_MHZ);
-        let mut setup = self.setup("offline");
-        setup["cycles_per_us"] = json!(max_mhz);
+        let mut setup = self.setup(TimingMode::Offline);
+        setup.cycles_per_us = Some(max_mhz);
         let deadline = cfg.timeouts.call + WARMUP_ALLOWANCE;
         // Arm B compiles in its set-up (its first call), under the compile deadline, before the
         // other arms warm up; a task torch.compile cannot handle is timed without it, and says so.
         let compiled = cfg.compile_baseline.then(|| {
             let mut request = setup.clone();
-            request["arm"] = json!("compile");
+            request.arm = Some(TimingArm::Compile);
             self.ask(COMPILED, request, cfg.timeouts.compile + deadline)
         });
         let mut warm = vec![
@@ -366,10 +412,10 @@ impl Session<'_> {
             Some(Err(cause)) => compile_failed = Some(cause.reason()),
             None => {}
         }
-        let of = |key: &'static str| warm.iter().filter_map(move |w| w[key].as_f64());
-        let submit_ms = of("submit_ms").fold(0.0, f64::max);
-        let shortest_ms = of("median_ms").fold(f64::INFINITY, f64::min);
-        let median_ms = of("median_ms").fold(0.0, f64::max);
+        let submit_ms = warm.iter().filter_map(|w| w.submit_ms).fold(0.0, f64::max);
+        let medians = || warm.iter().filter_map(|w| w.median_ms);
+        let shortest_ms = medians().fold(f64::INFINITY, f64::min);
+        let median_ms = medians().fold(0.0, f64::max);
         let burst = if cfg.device == Device::Cuda {
             burst_size(shortest_ms)
         } else {
@@ -385,10 +431,7 @@ impl Session<'_> {
         };
         Ok(Plan {
             arm_count: warm.len(),
-            compile_s: warm
-                .get(COMPILED)
-                .and_then(|w| w["compile_s"].as_f64())
-                .unwrap_or(0.0),
+            compile_s: warm.get(COMPILED).and_then(|w| w.compile_s).unwrap_or(0.0),
             compile_failed,
             burst,
             first_blocker_us,
@@ -667,9 +710,9 @@ impl Session<'_> {
     /// Rounds of the reference in its own worker (A) and in the candidate's (the control arm
     /// A'), palindromic as the main rounds are: A A' A' A, then A' A A A'.
     fn process_rounds(&mut self, plan: &Plan, blocker_us: f64) -> Result<(Arm, Arm), Failed> {
-        let mut setup = self.setup("offline");
-        setup["cycles_per_us"] = json!(plan.max_mhz);
-        setup["arm"] = json!("control");
+        let mut setup = self.setup(TimingMode::Offline);
+        setup.cycles_per_us = Some(plan.max_mhz);
+        setup.arm = Some(TimingArm::Control);
         let deadline = self.config.timeouts.call + WARMUP_ALLOWANCE;
         self.ask(CONTROL, setup, deadline)?;
         let mut taken = [Taken::default(), Taken::default()];
@@ -714,11 +757,14 @@ impl Session<'_> {
     /// a Fieller interval. For comparison with published numbers, not for decisions.
     fn kernelbench(&mut self) -> Result<Timing, Failed> {
         let cfg = self.config;
-        let setup = self.setup("kernelbench");
+        let setup = self.setup(TimingMode::Kernelbench);
         let deadline = cfg.timeouts.call + WARMUP_ALLOWANCE;
         self.ask(1, setup.clone(), deadline)?;
         self.ask(0, setup, deadline)?;
-        let request = json!({"cmd": "time", "n": cfg.max_samples.min(KERNELBENCH_TRIALS)});
+        let request = Time {
+            n: Some(cfg.max_samples.min(KERNELBENCH_TRIALS)),
+            ..Time::default()
+        };
         let cand = samples_of(&self.ask(1, request.clone(), cfg.timeouts.call)?)?;
         let refs = samples_of(&self.ask(0, request, cfg.timeouts.call)?)?;
         let arm = |samples_ms: Vec<f64>| Arm {
@@ -773,16 +819,13 @@ impl Session<'_> {
     /// p50/p90/p99 per arm, the SM clock read before each request, and the p99 ratio.
     fn server(&mut self) -> Result<Timing, Failed> {
         let cfg = self.config;
-        let setup = self.setup("server");
+        let setup = self.setup(TimingMode::Server);
         let deadline = cfg.timeouts.call + WARMUP_ALLOWANCE;
         let warm = [
             self.ask(0, setup.clone(), deadline)?,
             self.ask(1, setup, deadline)?,
         ];
-        let median_ms = warm
-            .iter()
-            .filter_map(|w| w["median_ms"].as_f64())
-            .fold(0.0, f64::max);
+        let median_ms = warm.iter().filter_map(|w| w.median_ms).fold(0.0, f64::max);
         let mean_gap_ms = (1e3 / SERVER_QPS).max(median_ms / SERVER_BUSY);
         let wanted = cfg.max_samples.min(SERVER_REQUESTS) as usize;
         // The least time applies to the full request count, not to a run cut by --max-samples.
@@ -820,19 +863,16 @@ impl Session<'_> {
                 let waits = Duration::from_secs_f64(gaps.iter().sum::<f64>() / 1e3);
                 let reply = self.ask(
                     arm,
-                    json!({"cmd": "time", "gaps_ms": gaps}),
+                    Time {
+                        gaps_ms: Some(gaps),
+                        ..Time::default()
+                    },
                     self.config.timeouts.call + waits,
                 )?;
-                let latency = times_of(&reply, "latency_ms")?;
+                let latency = times_of(&reply.latency_ms, "latency_ms")?;
                 served.device[arm].extend(samples_of(&reply)?);
                 // null where NVML could not be read from the worker.
-                served.clocks[arm].extend(
-                    reply["sm_mhz"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(Value::as_f64),
-                );
+                served.clocks[arm].extend(reply.sm_mhz.iter().flatten());
                 let taken = &mut served.arms[arm];
                 taken
                     .rounds
@@ -1212,42 +1252,45 @@ fn clock_parity(timing: &mut Timing, reference: &[f64], candidate: &[f64]) {
 }
 
 /// The samples of a timing reply: finite, non-negative milliseconds, or the worker is broken.
-pub fn samples_of(reply: &Value) -> Result<Vec<f64>, Failed> {
-    times_of(reply, "samples_ms")
+pub fn samples_of(reply: &Timed) -> Result<Vec<f64>, Failed> {
+    times_of(&reply.samples_ms, "samples_ms")
 }
 
 /// The audit calls' excesses: finite, of either sign (two clocks, microseconds apart).
-fn excess_of(reply: &Value) -> Result<Vec<f64>, Failed> {
+fn excess_of(reply: &Timed) -> Result<Vec<f64>, Failed> {
     numbers_of(
-        reply,
+        &reply.audit_excess_ms,
         "audit_excess_ms",
         |s| s.is_finite(),
         "a non-finite audit excess",
     )
 }
 
-fn times_of(reply: &Value, key: &str) -> Result<Vec<f64>, Failed> {
+fn times_of(values: &Option<Vec<f64>>, key: &str) -> Result<Vec<f64>, Failed> {
     numbers_of(
-        reply,
+        values,
         key,
         |s| s.is_finite() && s >= 0.0,
         "a negative or non-finite time",
     )
 }
 
-/// The numbers under `key`, each passing `valid`, or the worker is broken.
+/// The numbers of a reply's list `key`, each passing `valid`, or the worker is broken.
 fn numbers_of(
-    reply: &Value,
+    values: &Option<Vec<f64>>,
     key: &str,
     valid: impl Fn(f64) -> bool,
     what: &str,
 ) -> Result<Vec<f64>, Failed> {
-    let values: Vec<f64> = serde_json::from_value(reply[key].clone())
-        .map_err(|e| Cause::MalformedTimes(format!("malformed timing reply: {e}")))?;
+    let Some(values) = values else {
+        return Err(Cause::MalformedTimes(format!(
+            "malformed timing reply: no {key}"
+        )));
+    };
     if values.iter().any(|&s| !valid(s)) {
         return Err(Cause::MalformedTimes(format!("timing reply holds {what}")));
     }
-    Ok(values)
+    Ok(values.clone())
 }
 
 fn method(cfg: &Config) -> String {

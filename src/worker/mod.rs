@@ -3,6 +3,7 @@
 pub mod process;
 pub mod protocol;
 pub mod python;
+pub mod request;
 
 pub use process::{Failure, Spawn, Worker};
 pub use protocol::{ErrorKind, Reply, WorkerError};

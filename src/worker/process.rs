@@ -13,9 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use serde_json::Value;
-
 use super::protocol::{self, Reply};
+use super::request::{self, Exit, Request};
 
 /// What a worker's stdout and stderr may write to its log before the rest is dropped.
 pub const LOG_CAP_BYTES: u64 = 4 << 20;
@@ -215,10 +214,16 @@ impl Worker {
         })
     }
 
-    /// Send one request and wait for its reply; on any failure the worker is killed.
-    pub fn request(&mut self, body: Value, deadline: Duration) -> Result<Reply, Failure> {
+    /// Send one request and wait for its reply, read as the command's; on any failure (a reply
+    /// body that does not fit included) the worker is killed.
+    pub fn request<C: request::Command>(
+        &mut self,
+        command: C,
+        deadline: Duration,
+    ) -> Result<Reply<C::Reply>, Failure> {
+        let request = command.into();
         let nonce = protocol::nonce();
-        let line = protocol::request(body, &nonce).to_string() + "\n";
+        let line = protocol::request(&request, &nonce) + "\n";
         let sent = self
             .requests
             .as_mut()
@@ -227,10 +232,14 @@ impl Worker {
             return Err(Failure::Exited(self.reap()));
         }
         match self.replies.recv_timeout(deadline) {
-            Ok(Ok(line)) => protocol::parse(&line, &nonce, &self.key).map_err(|why| {
-                self.kill();
-                Failure::Protocol(why)
-            }),
+            Ok(Ok(line)) => {
+                let reply = protocol::parse(&line, &nonce, &self.key)
+                    .and_then(|reply| reply.read(&request.cmd()));
+                reply.map_err(|why| {
+                    self.kill();
+                    Failure::Protocol(why)
+                })
+            }
             Ok(Err(e)) => {
                 self.kill();
                 Err(Failure::Protocol(e.to_string()))
@@ -277,12 +286,8 @@ impl Worker {
     /// Ask the worker to exit, then make sure it and its children are gone.
     pub fn finish(mut self) {
         let _ = self.requests.as_mut().map(|f| {
-            f.write_all(
-                (protocol::request(serde_json::json!({"cmd": "exit"}), &protocol::nonce())
-                    .to_string()
-                    + "\n")
-                    .as_bytes(),
-            )
+            let line = protocol::request(&Request::Exit(Exit {}), &protocol::nonce()) + "\n";
+            f.write_all(line.as_bytes())
         });
         self.kill();
         for d in self.drains.drain(..) {

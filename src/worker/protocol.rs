@@ -1,15 +1,17 @@
 //! The wire format shared with `python/kbench_worker/protocol.py`: one JSON object per line,
-//! each carrying the protocol version. Requests are built as JSON values by the caller (each
-//! worker role answers from its table of commands, `commands()` in its module; a pytest checks
-//! that they match what kbench sends);
-//! replies are parsed here. Before any request a worker gets a key of its own (`key_line`); every
+//! each carrying the protocol version. Requests are typed in `request`, each with its reply's
+//! struct (each worker role answers from its table of commands, `commands()` in its module; a
+//! pytest checks them against what kbench sends and reads); replies are parsed here. Before any request a worker gets a key of its own (`key_line`); every
 //! reply line is `<HMAC-SHA256 of the JSON under that key, hex> <JSON>`, so a line written into a
 //! trusted worker's reply pipe by anything without its key is refused.
 
 use hmac::{Hmac, Mac};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::Sha256;
+
+use super::request::Request;
 
 pub const VERSION: u32 = 1;
 
@@ -63,11 +65,25 @@ pub struct WorkerError {
     pub traceback: Option<String>,
 }
 
-/// A parsed reply: the body on success, the worker's error otherwise.
+/// A parsed reply: the body on success (JSON, or a command's typed reply), the worker's error
+/// otherwise.
 #[derive(Debug)]
-pub enum Reply {
-    Ok(Value),
+pub enum Reply<T = Value> {
+    Ok(T),
     Err(WorkerError),
+}
+
+impl Reply {
+    /// The body read as the reply of the command `cmd`: one that does not fit is a protocol
+    /// failure.
+    pub fn read<T: DeserializeOwned>(self, cmd: &str) -> Result<Reply<T>, String> {
+        match self {
+            Reply::Ok(v) => serde_json::from_value(v)
+                .map(Reply::Ok)
+                .map_err(|e| format!("malformed {cmd} reply: {e}")),
+            Reply::Err(e) => Ok(Reply::Err(e)),
+        }
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -115,11 +131,12 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// Add the version and the request's nonce.
-pub fn request(mut body: Value, nonce: &str) -> Value {
-    body["v"] = VERSION.into();
-    body["nonce"] = nonce.into();
-    body
+/// A request's line (without its newline): its fields, the version and the request's nonce.
+pub fn request(body: &Request, nonce: &str) -> String {
+    let mut line = serde_json::to_value(body).expect("requests serialize to a JSON object");
+    line["v"] = VERSION.into();
+    line["nonce"] = nonce.into();
+    line.to_string()
 }
 
 /// The prefix of the protocol failure for a reply that does not echo its request's nonce.
@@ -219,6 +236,25 @@ mod tests {
         assert!(p("not json").is_err());
     }
 
+    /// A body read as its command's reply: the fields it has, or a protocol failure naming the
+    /// command; an error reply stays one.
+    #[test]
+    fn reads_bodies_as_their_commands_replies() {
+        #[derive(Debug, Deserialize)]
+        struct Timed {
+            samples_ms: Vec<f64>,
+        }
+        let n = "ab12";
+        let p = |json: &str| parse(&signed(json, KEY), n, KEY).unwrap();
+        let ok = p(r#"{"v":1,"nonce":"ab12","ok":true,"samples_ms":[0.5]}"#);
+        assert!(matches!(ok.read::<Timed>("time"), Ok(Reply::Ok(t)) if t.samples_ms == [0.5]));
+        let bad = p(r#"{"v":1,"nonce":"ab12","ok":true,"samples_ms":"fast"}"#);
+        let why = bad.read::<Timed>("time").unwrap_err();
+        assert!(why.starts_with("malformed time reply: "), "{why}");
+        let err = p(r#"{"v":1,"nonce":"ab12","ok":false,"error":{"kind":"oom","message":"m"}}"#);
+        assert!(matches!(err.read::<Timed>("time"), Ok(Reply::Err(e)) if e.kind == ErrorKind::Oom));
+    }
+
     #[test]
     fn a_reply_without_the_nonce_is_forged() {
         for line in [
@@ -264,7 +300,9 @@ mod tests {
         let (a, b) = (nonce(), nonce());
         assert_ne!(a, b);
         assert_eq!(a.len(), 32);
-        let r = request(serde_json::json!({"cmd": "exit"}), &a);
+        let r: Value =
+            serde_json::from_str(&request(&Request::Exit(Default::default()), &a)).unwrap();
+        assert_eq!(r["cmd"], "exit");
         assert_eq!(r["v"], VERSION);
         assert_eq!(r["nonce"], a.as_str());
     }

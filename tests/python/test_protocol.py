@@ -1,28 +1,95 @@
-"""kbench and its workers know the same commands: every command the Rust side sends is in some
-role's table (`commands(channel)` in each worker module), and every table entry is sent."""
+"""kbench and its workers know the same protocol. `src/worker/protocol_schema.json` is what the
+Rust side sends and reads (a Rust test keeps it current with `request::schema()`): every command
+it sends is in some role's table (`commands(channel)` in each worker module) and every table
+entry is sent; the handlers read only request fields kbench sends to their role; every reply field
+kbench reads is one the workers write."""
 
+import json
 import re
 
 from conftest import ROOT
-from kbench_worker import candidate, ceilings, inspect, probe, reference, static_check
+from kbench_worker import candidate, ceilings, inspect, probe, reference, static_check, timing
 from kbench_worker import compile as pool
 
-ROLES = [candidate, reference, pool, inspect, static_check, probe, ceilings]
-# How src/ spells a request's command: a `"cmd": "x"` field, the base of a task request, a
-# command set on a request made for another.
-SENT = [r'"cmd":\s*"(\w+)"', r'request_base\(\w+,\s*"(\w+)"\)', r'\["cmd"\]\s*=\s*json!\("(\w+)"\)']
+WORKER = ROOT / "src" / "worker" / "python" / "kbench_worker"
+# Each role, and the modules whose handlers read its requests (timing.py serves `time_setup` and
+# `time` for both the candidate and the reference).
+ROLES = {
+    candidate: [candidate, timing],
+    reference: [reference, timing],
+    pool: [pool],
+    inspect: [inspect],
+    static_check: [static_check],
+    probe: [probe],
+    ceilings: [ceilings],
+}
+# Optional request fields a handler reads with a default that kbench never sends: the inspector's
+# tolerances and the static checker's task (its value comparisons), used by direct callers only.
+UNSENT = {inspect: {"atol", "rtol"}, static_check: {"task"}}
+# A handler's read of its request: `req["x"]` or `req.get("x"...)`.
+READS = re.compile(r"""\breq(?:\[|\.get\()\s*["'](\w+)["']""")
+# A reply field a worker writes: a dict key `"x": ...`, or `reply["x"] = ...`.
+WRITES = re.compile(r"""["'](\w+)["']\s*(?::|\]\s*=[^=])""")
 
 
-def sent_by_kbench():
-    source = "\n".join(p.read_text() for p in (ROOT / "src").rglob("*.rs"))
-    return {cmd for pattern in SENT for cmd in re.findall(pattern, source)}
+def schema():
+    return json.loads((ROOT / "src" / "worker" / "protocol_schema.json").read_text())
+
+
+def sent_fields(entries):
+    """Command -> the request fields kbench may send with it (both `check`s together)."""
+    fields = {}
+    for entry in entries:
+        fields.setdefault(entry["cmd"], {"cmd"}).update(entry["request"])
+    return fields
+
+
+def source(module):
+    return (WORKER / f"{module.__name__.rsplit('.', 1)[1]}.py").read_text()
+
+
+def unsent_reads(sources, sent):
+    """The fields `sources` read from a request that no command in `sent` carries."""
+    return {field for text in sources for field in READS.findall(text)} - sent
+
+
+def unwritten_replies(entries, sources):
+    """Reply fields kbench reads, per command, that no worker source writes."""
+    written = {key for text in sources for key in WRITES.findall(text)}
+    return {(e["cmd"], field) for e in entries for field in e["reply"] if field not in written}
 
 
 def test_kbench_and_the_workers_know_the_same_commands():
-    sent = sent_by_kbench()
-    assert {"load", "trial", "check", "compile", "warm", "time"} <= sent, sent
+    sent = {entry["cmd"] for entry in schema()}
+    assert {"load", "trial", "check", "compile", "warm", "time", "exit"} <= sent, sent
     handled = set().union(*(role.commands(None) for role in ROLES))
     assert sent - {"exit"} == handled, f"sent, no handler: {sent - {'exit'} - handled}; handled, never sent: {handled - sent}"
+
+
+def test_handlers_read_only_fields_kbench_sends():
+    fields = sent_fields(schema())
+    for role, modules in ROLES.items():
+        sent = set().union(*(fields[cmd] for cmd in role.commands(None))) | UNSENT.get(role, set())
+        assert not unsent_reads([source(m) for m in modules], sent), role.__name__
+    readers = {path.stem for path in WORKER.glob("*.py") if READS.search(path.read_text())}
+    covered = {m.__name__.rsplit(".", 1)[1] for modules in ROLES.values() for m in modules}
+    assert readers - {"protocol"} <= covered, f"requests read outside the roles' modules: {readers - covered}"
+
+
+def test_a_field_kbench_does_not_send_is_reported():
+    fields = sent_fields(schema())
+    sent = fields["time_setup"] | fields["time"]
+    assert unsent_reads([source(timing)], sent) == set()
+    assert unsent_reads([source(timing) + '\nx = req.get("warmup_ms", 1)\n'], sent) == {"warmup_ms"}
+    assert unsent_reads(['arm = req["arm"]'], fields["load"]) == {"arm"}
+
+
+def test_the_workers_write_every_reply_field_kbench_reads():
+    entries = schema()
+    sources = [path.read_text() for path in WORKER.glob("*.py")]
+    assert not unwritten_replies(entries, sources)
+    made_up = [{"cmd": "time", "request": [], "reply": ["samples_ms", "jitter_ms"]}]
+    assert unwritten_replies(made_up, sources) == {("time", "jitter_ms")}
 
 
 class FakeChannel:

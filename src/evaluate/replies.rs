@@ -1,0 +1,140 @@
+//! The bodies of the compile, candidate and reference workers' replies that the evaluation
+//! reads, one struct per command (`Command::Reply`); fields a worker may leave out default.
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::record::Check;
+use crate::verdict::BuildFailure;
+use crate::worker::request::{
+    CheckOutputs, Command, Compile, Load, Perturb, Profile, TimedCheck, Trial, Warm,
+};
+
+/// What the compile pool built: whether ModelNew exists, its kernels, how far warming it got.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Built {
+    pub has_model_new: bool,
+    pub kernels: Vec<String>,
+    pub compiled: Vec<String>,
+    /// How far the warm-up got ("import", "construct", "forward").
+    pub reached: Option<String>,
+    pub note: String,
+}
+
+impl Command for Compile {
+    type Reply = Built;
+}
+
+impl Command for Warm {
+    type Reply = Built;
+}
+
+/// A load's reply: the reference's task constants, the candidate's start-up, checks and kernels.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Loaded {
+    pub constants: Map<String, Value>,
+    pub startup_s: Option<f64>,
+    /// What the candidate compiled itself (a build the pool missed).
+    pub compiled: Option<Vec<String>>,
+    pub checks: Vec<Check>,
+    pub kernels: Vec<String>,
+}
+
+impl Command for Load {
+    type Reply = Loaded;
+}
+
+/// The candidate's outputs, handed over: CUDA IPC handles, or nothing where they went to a file.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Shipped {
+    /// Handles the reference worker opens (`transfer.import_cuda`), passed on as they came.
+    pub ipc: Option<Value>,
+    pub compiled: Option<Vec<String>>,
+    pub checks: Vec<Check>,
+    /// The timed call whose output was kept, if any.
+    pub index: Option<u64>,
+}
+
+impl Command for Trial {
+    type Reply = Shipped;
+}
+
+impl Command for TimedCheck {
+    type Reply = Shipped;
+}
+
+/// The reference's comparison.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Checked {
+    pub correct: bool,
+    /// The reference's own output is not finite on these inputs.
+    pub uncheckable: bool,
+    pub reason: Option<String>,
+    pub max_abs_diff: Option<f64>,
+    pub max_rel_diff: Option<f64>,
+    pub checks: Vec<Check>,
+}
+
+impl Command for CheckOutputs {
+    type Reply = Checked;
+}
+
+/// The shapes of the parameters perturbed, in order.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Perturbed {
+    pub shapes: Option<Vec<Value>>,
+}
+
+impl Command for Perturb {
+    type Reply = Perturbed;
+}
+
+/// A profiled call: the reference's busy time, the candidate's figures, checks and kernels.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Profiled {
+    pub busy_ms: Option<f64>,
+    pub profile: ProfileFigures,
+    pub kernels: Option<Vec<String>>,
+    pub build_failures: Vec<BuildFailure>,
+    pub defined: Vec<String>,
+    pub checks: Vec<Check>,
+}
+
+impl Command for Profile {
+    type Reply = Profiled;
+}
+
+/// The candidate's profile (`profile.kernel_times`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ProfileFigures {
+    pub library_share: Option<f64>,
+    pub busy_ms: Option<f64>,
+    pub custom_ms: Option<f64>,
+    pub total_ms: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Fields the workers may leave out read as absent; a field of the wrong type does not read.
+    #[test]
+    fn replies_read_their_fields() {
+        let checked: Checked =
+            serde_json::from_value(json!({"correct": true, "max_abs_diff": null, "ok": true}))
+                .unwrap();
+        assert!(checked.correct && checked.reason.is_none() && checked.checks.is_empty());
+        let loaded: Loaded = serde_json::from_value(json!({"constants": {"dim": 4}})).unwrap();
+        assert_eq!(loaded.constants["dim"], 4);
+        assert!(loaded.compiled.is_none());
+        assert!(serde_json::from_value::<Shipped>(json!({"checks": [{"name": 1}]})).is_err());
+    }
+}
