@@ -257,7 +257,9 @@ pub struct Arm {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Timing {
-    /// How samples were taken ("cuda_events_flush_blocker" or "cpu_perf_counter").
+    /// How the times were taken: "cuda_events_flush_blocker" or "cpu_perf_counter"; when a
+    /// check distrusts the candidate's own times, "audit_wall_clock" (`Audit::flagged`) or
+    /// "block_wall_clock" (`timing.wall_envelope`); the other modes name theirs.
     pub method: String,
     pub reference: Arm,
     pub candidate: Arm,
