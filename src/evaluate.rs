@@ -996,7 +996,6 @@ impl Python<'_> {
                 forward_seed,
                 variant: probe.variant.clone(),
                 deep: probe.deep,
-                timed: false,
                 candidate_out: PathBuf::new(),
                 ipc: None,
             })
@@ -1048,7 +1047,6 @@ impl Python<'_> {
                     forward_seed: derive_seed(seed, 0),
                     variant: None,
                     deep: false,
-                    timed: true,
                     candidate_out: PathBuf::new(),
                     ipc: None,
                 })

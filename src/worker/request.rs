@@ -242,9 +242,6 @@ pub struct CheckOutputs {
     pub variant: Option<Variant>,
     #[serde(default, skip_serializing_if = "is_false")]
     pub deep: bool,
-    /// The output of a timed call.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub timed: bool,
     pub candidate_out: PathBuf,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipc: Option<Value>,

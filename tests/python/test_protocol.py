@@ -1,8 +1,8 @@
 """kbench and its workers know the same protocol. `src/worker/protocol_schema.json` is what the
 Rust side sends and reads (a Rust test keeps it current with `request::schema()`): every command
 it sends is in some role's table (`commands(channel)` in each worker module) and every table
-entry is sent; the handlers read only request fields kbench sends to their role; every reply field
-kbench reads is one the workers write."""
+entry is sent; the handlers read only request fields kbench sends to their role, and read every
+one; every reply field kbench reads is one the workers write."""
 
 import json
 import re
@@ -26,6 +26,14 @@ ROLES = {
 # Optional request fields a handler reads with a default that kbench never sends: the inspector's
 # tolerances and the static checker's task (its value comparisons), used by direct callers only.
 UNSENT = {inspect: {"atol", "rtol"}, static_check: {"task"}}
+# Fields kbench sends that a role does not read, because two roles share a command's name on the
+# wire: the candidate's `load` (its submission and build environment) reaches the reference as the
+# same request without them, and the static checker's `check` (files) shares its name with the
+# reference's output check (seeds, variant, outputs).
+SHARED = {
+    reference: {"env", "submission", "files"},
+    static_check: {"seed", "forward_seed", "variant", "deep", "candidate_out", "ipc"},
+}
 # A handler's read of its request: `req["x"]` or `req.get("x"...)`.
 READS = re.compile(r"""\breq(?:\[|\.get\()\s*["'](\w+)["']""")
 # A reply field a worker writes: a dict key `"x": ...`, or `reply["x"] = ...`.
@@ -53,6 +61,11 @@ def unsent_reads(sources, sent):
     return {field for text in sources for field in READS.findall(text)} - sent
 
 
+def unread_fields(sources, sent):
+    """The fields of `sent` no source reads: sent for nothing."""
+    return sent - {"cmd"} - {field for text in sources for field in READS.findall(text)}
+
+
 def unwritten_replies(entries, sources):
     """Reply fields kbench reads, per command, that no worker source writes."""
     written = {key for text in sources for key in WRITES.findall(text)}
@@ -74,6 +87,16 @@ def test_handlers_read_only_fields_kbench_sends():
     readers = {path.stem for path in WORKER.glob("*.py") if READS.search(path.read_text())}
     covered = {m.__name__.rsplit(".", 1)[1] for modules in ROLES.values() for m in modules}
     assert readers - {"protocol"} <= covered, f"requests read outside the roles' modules: {readers - covered}"
+
+
+def test_every_field_kbench_sends_is_read():
+    fields = sent_fields(schema())
+    for role, modules in ROLES.items():
+        for cmd in role.commands(None):
+            unread = unread_fields([source(m) for m in modules], fields[cmd]) - SHARED.get(role, set())
+            assert not unread, f"{role.__name__} {cmd}: sent, never read: {unread}"
+    # A field no handler reads is reported.
+    assert unread_fields([source(candidate), source(timing)], fields["time"] | {"jitter"}) == {"jitter"}
 
 
 def test_a_field_kbench_does_not_send_is_reported():
