@@ -175,11 +175,11 @@ class Candidate:
 
 
 class Control:
-    """The control arm (`timing.process_effect`): the task's reference model, built as the
-    reference worker builds it (same initialisation, same parameter perturbation), timed in the
-    candidate's process. Against the reference worker's own times it shows how differently this
-    process runs the same kernels (cuDNN and cuBLAS choose algorithms per process). The
-    submission can slow it down, which only widens its own interval."""
+    """The control arm of the process check (`timing.process`): the task's reference model,
+    built as the reference worker builds it (same initialisation, same parameter perturbation),
+    timed in the candidate's process. Against the reference worker's own times it shows how
+    differently this process runs the same kernels (cuDNN and cuBLAS choose algorithms per
+    process). The submission can slow it down, which only widens its own interval."""
 
     def __init__(self, candidate):
         self.task, self.device, self.precision = candidate.task, candidate.device, candidate.precision
