@@ -197,11 +197,15 @@ impl Rounds {
                 for check in block.checks.drain(..) {
                     merge_check(checks, check);
                 }
+                // Wall time per sample beyond the reported mean sample.
+                let reported = mean_or_zero(&block.samples) * f64::from(block.burst);
+                taken
+                    .unexplained_ms
+                    .push(block.wall_per_sample_ms - reported);
                 taken
                     .rounds
                     .extend(std::iter::repeat_n(round.index, block.samples.len()));
                 taken.samples.extend(block.samples);
-                taken.unexplained_ms.push(block.unexplained_ms);
                 // A block with audit calls spent wall time on them too.
                 if block.audit_ms.is_empty() {
                     let per_sample = block.wall_per_sample_ms - round.blocker_ms;
@@ -225,7 +229,7 @@ struct Block {
     overflows: u32,
     audit_ms: Vec<f64>,
     audit_excess_ms: Vec<f64>,
-    unexplained_ms: f64,
+    /// kbench's wall time for the block per sample asked.
     wall_per_sample_ms: f64,
     /// Calls per sample the worker timed (fewer than asked when memory held fewer input sets).
     burst: u32,
@@ -320,15 +324,9 @@ impl Session<'_> {
         let burst_used = reply
             .burst
             .map_or(1, |b| b.clamp(1, u64::from(burst)) as u32);
-        let mean = if samples.is_empty() {
-            0.0
-        } else {
-            samples.iter().sum::<f64>() / samples.len() as f64
-        };
         Ok(Block {
             checks: reply.checks.clone(),
             burst: burst_used,
-            unexplained_ms: wall_ms / f64::from(n.max(1)) - mean * f64::from(burst_used),
             wall_per_sample_ms: wall_ms / f64::from(n.max(1)),
             overflows: reply.overflows as u32,
             audit_ms: times_of(&reply.audit_ms, "audit_ms")?,
@@ -715,6 +713,7 @@ impl Session<'_> {
         setup.arm = Some(TimingArm::Control);
         let deadline = self.config.timeouts.call + WARMUP_ALLOWANCE;
         self.ask(CONTROL, setup, deadline)?;
+        let cycles = plan.cycles(blocker_us);
         let mut taken = [Taken::default(), Taken::default()];
         for round in 0..PROCESS_ROUNDS {
             let order = if round % 2 == 0 {
@@ -723,8 +722,7 @@ impl Session<'_> {
                 [CONTROL, EAGER, EAGER, CONTROL]
             };
             for arm in order {
-                let block =
-                    self.block(arm, plan.block_n, plan.cycles(blocker_us), 0, plan.burst)?;
+                let block = self.block(arm, plan.block_n, cycles, 0, plan.burst)?;
                 let arm_taken = &mut taken[usize::from(arm == CONTROL)];
                 arm_taken
                     .rounds
@@ -1154,6 +1152,14 @@ fn compile_baseline(
     }
 }
 
+fn mean_or_zero(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        0.0
+    } else {
+        values.iter().sum::<f64>() / values.len() as f64
+    }
+}
+
 fn median_or_zero(values: &[f64]) -> f64 {
     if values.is_empty() {
         0.0
@@ -1478,7 +1484,6 @@ mod tests {
             overflows: 0,
             audit_ms: vec![2.0; audits],
             audit_excess_ms: vec![0.0; audits],
-            unexplained_ms: 1.7 + 0.5 * audits as f64 - reported,
             wall_per_sample_ms: 1.7 + 0.5 * audits as f64,
             burst: 1,
         };
@@ -1654,6 +1659,18 @@ mod tests {
         assert_eq!(t.label, stats::Decision::Same, "{t:?}");
     }
 
+    /// The timing of a candidate `speedup` times as fast as `reference`, sample for sample.
+    fn scaled(reference: &[f64], speedup: f64) -> Timing {
+        let candidate = reference.iter().map(|r| r / speedup).collect();
+        summarize(
+            "test".into(),
+            arm(reference.to_vec()),
+            arm(candidate),
+            1,
+            stats::DELTA_SHARED,
+        )
+    }
+
     #[test]
     fn host_synchronizing_forwards_are_labeled_allowing_for_the_host_speed_error() {
         // An identity of a host-synchronizing network read 1.24 with a tight interval: FASTER
@@ -1661,14 +1678,7 @@ mod tests {
         // 1.5x and 0.6x still clear it.
         let reference: Vec<f64> = (0..40).map(|i| 17.0 + f64::from(i % 5) * 0.1).collect();
         let label = |speedup: f64, error: Option<f64>| {
-            let candidate = reference.iter().map(|r| r / speedup).collect();
-            let mut t = summarize(
-                "test".into(),
-                arm(reference.clone()),
-                arm(candidate),
-                1,
-                stats::DELTA_SHARED,
-            );
+            let mut t = scaled(&reference, speedup);
             if let Some(error) = error {
                 allow_host_error(&mut t, error);
             }
@@ -1711,14 +1721,7 @@ mod tests {
         };
         let judged = |speedup: f64, process: ProcessEffect| {
             let reference: Vec<f64> = (0..40).map(|i| 3.0 + f64::from(i % 5) * 0.001).collect();
-            let candidate = reference.iter().map(|r| r / speedup).collect();
-            let mut t = summarize(
-                "test".into(),
-                arm(reference.clone()),
-                arm(candidate),
-                1,
-                stats::DELTA_SHARED,
-            );
+            let mut t = scaled(&reference, speedup);
             let before = (t.label, t.speedup_ci_low, t.speedup_ci_high);
             allow_process_effect(&mut t, process);
             (before, t)

@@ -21,34 +21,27 @@ FP32_EPS = 2.0**-24
 CHUNK = 1 << 24
 
 
+def _chunks(a, b):
+    """a - b (a alone when b is None) in float64, `CHUNK` elements at a time."""
+    flat_a = a.reshape(-1)
+    flat_b = b.reshape(-1).to(a.device) if b is not None else None
+    for start in range(0, flat_a.numel(), CHUNK):
+        d = flat_a[start : start + CHUNK].double()
+        yield d if flat_b is None else d - flat_b[start : start + CHUNK].double()
+
+
 def rms_diff(a, b=None):
     """RMS of a - b (of a alone when b is None), accumulated in float64."""
     if not a.numel():
         return 0.0
-    flat_a = a.reshape(-1)
-    flat_b = b.reshape(-1).to(a.device) if b is not None else None
-    total = 0.0
-    for start in range(0, flat_a.numel(), CHUNK):
-        d = flat_a[start : start + CHUNK].double()
-        if flat_b is not None:
-            d = d - flat_b[start : start + CHUNK].double()
-        total += torch.dot(d, d).item()
-    return math.sqrt(total / a.numel())
+    return math.sqrt(sum(torch.dot(d, d).item() for d in _chunks(a, b)) / a.numel())
 
 
 def max_diff(a, b=None):
     """Largest |a - b| (|a| alone when b is None), in float64."""
     if not a.numel():
         return 0.0
-    flat_a = a.reshape(-1)
-    flat_b = b.reshape(-1).to(a.device) if b is not None else None
-    largest = 0.0
-    for start in range(0, flat_a.numel(), CHUNK):
-        d = flat_a[start : start + CHUNK].double()
-        if flat_b is not None:
-            d = d - flat_b[start : start + CHUNK].double()
-        largest = max(largest, d.abs().max().item())
-    return largest
+    return max(d.abs().max().item() for d in _chunks(a, b))
 
 
 def error_ratio(ref32, ref64, cand):
