@@ -327,13 +327,32 @@ impl<'a> Python<'a> {
         ]
     }
 
+    /// The task's size in this run: `--scale` and `--set`, except that in a tree without a
+    /// `scale.toml` the small size derived in the task's facts stands in for `--scale small`
+    /// (`--set` still wins).
+    fn sizing(&self, task: &Task) -> (Option<String>, Map<String, Value>) {
+        let cfg = self.config;
+        match self.facts.get(&task.id) {
+            Some(f)
+                if cfg.scale.as_deref() == Some("small")
+                    && f.small_size.as_deref() == Some("derived") =>
+            {
+                let mut set = f.small_overrides.clone();
+                set.extend(cfg.sets.clone());
+                (None, set)
+            }
+            _ => (cfg.scale.clone(), cfg.sets.clone()),
+        }
+    }
+
     /// A load request for the task, as the run sizes and judges it (the reference's: no submission).
     fn load_request(&self, task: &Task) -> Load {
         let cfg = self.config;
+        let (scale, set) = self.sizing(task);
         Load {
             task: task.path.clone(),
-            scale: cfg.scale.clone(),
-            set: cfg.sets.clone(),
+            scale,
+            set,
             device: cfg.device.torch_name().into(),
             precision: cfg.precision.into(),
             atol: cfg.atol,
@@ -345,10 +364,11 @@ impl<'a> Python<'a> {
 
     /// A compile request for the submission staged at `staged`, of the task as the run sizes it.
     fn compile_request(&self, task: &Task, staged: PathBuf) -> Compile {
+        let (scale, set) = self.sizing(task);
         Compile {
             task: task.path.clone(),
-            scale: self.config.scale.clone(),
-            set: self.config.sets.clone(),
+            scale,
+            set,
             submission: staged,
             device: self.config.device.torch_name().into(),
         }

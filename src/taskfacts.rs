@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
@@ -19,7 +20,7 @@ use crate::worker::{Reply, Spawn, Worker};
 const INSPECT_DEADLINE: Duration = Duration::from_secs(300);
 
 /// Changes when the inspection's rules change, so cached facts are made again.
-const FACTS_VERSION: &[u8] = b"facts 3: derived small sizes up to 60 GFLOP";
+const FACTS_VERSION: &[u8] = b"facts 4: the small size's constants";
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TaskFacts {
@@ -42,6 +43,10 @@ pub struct TaskFacts {
     /// shrunk), or absent when the value facts were not computed (see `errors`).
     #[serde(default)]
     pub small_size: Option<String>,
+    /// The small size's constants (a derived one stands in for `--scale small` where the tree
+    /// has no `scale.toml`).
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub small_overrides: Map<String, Value>,
     /// One line per step that failed; the facts it would have given stay empty.
     #[serde(default, deserialize_with = "null_as_empty")]
     pub errors: Vec<String>,
@@ -57,11 +62,11 @@ impl Command for Inspect {
     type Reply = Inspected;
 }
 
-/// A list the inspect worker leaves null when the step that makes it failed.
-fn null_as_empty<'de, D: serde::Deserializer<'de>>(
+/// A list or map the inspect worker leaves null when the step that makes it failed.
+fn null_as_empty<'de, D: serde::Deserializer<'de>, T: Deserialize<'de> + Default>(
     d: D,
-) -> std::result::Result<Vec<String>, D::Error> {
-    Ok(Option::<Vec<String>>::deserialize(d)?.unwrap_or_default())
+) -> std::result::Result<T, D::Error> {
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
 impl TaskFacts {

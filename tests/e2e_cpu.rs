@@ -500,3 +500,46 @@ fn a_foreign_tree_without_scale_toml_runs_every_task() {
     assert!(has_evidence(hub, "task.facts"), "{hub}");
     assert!(!has_evidence(double, "task.facts"), "{double}");
 }
+
+/// `--scale small` on a tree without scale.toml: the small size derived in the task's facts
+/// stands in (a task too large for the CPU at full size is evaluated, not skipped).
+#[test]
+fn a_foreign_tree_runs_at_its_derived_small_size() {
+    let tmp = tempfile::tempdir().unwrap();
+    let write = |rel: &str, text: &str| {
+        let path = tmp.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    // 4096 x 32768 floats: 512 MiB of input at full size, over the derived size's limit.
+    write(
+        "tree/level1/1_Big.py",
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\
+         batch_size = 4096\ndim = 32768\n\
+         def get_inputs():\n    return [torch.rand(batch_size, dim)]\n\
+         def get_init_inputs():\n    return []\n",
+    );
+    write(
+        "sub/level1/1_Big.py",
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x + x\n",
+    );
+    let out = tmp.path().join("run");
+    let run = Command::new(env!("CARGO_BIN_EXE_kbench"))
+        .arg("eval")
+        .arg(tmp.path().join("sub"))
+        .arg("--tasks")
+        .arg(tmp.path().join("tree"))
+        .args(["--device", "cpu", "--scale", "small", "--trials", "2"])
+        .args(["--max-samples", "8"])
+        .arg("--python")
+        .arg(python())
+        .arg("--out")
+        .arg(&out)
+        .env("KBENCH_CACHE", root().join("target/kbench-test-cache"))
+        .output()
+        .expect("run kbench");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    let big = &evaluations(&out)["level1/1_Big.py"];
+    assert_eq!(big["verdict"], "no_kernel", "{big}");
+}

@@ -461,6 +461,7 @@ def inspect_task(path, atol=ATOL, rtol=RTOL):
         "nondeterministic": None,
         "degenerate": None,
         "small_size": None,
+        "small_overrides": None,
         "errors": [],
     }
     errors = facts["errors"]
@@ -477,6 +478,7 @@ def inspect_task(path, atol=ATOL, rtol=RTOL):
             full = vars(built[0]) if built is not None else {}
             try:
                 overrides, facts["small_size"] = small_size(path, facts["input_only_constants"], full)
+                facts["small_overrides"] = overrides
                 small = _value_facts(path, overrides, "small", "cpu", atol, rtol)
             except taskfile.OverrideError as exc:
                 small = {"nondeterministic": None, "degenerate": None, "errors": [f"value facts skipped: {exc}"]}
