@@ -370,6 +370,27 @@ def test_a_thread_of_tqdm_only_warns(tmp_path, monkeypatch, release):
     assert outcome == "warn" and "_monitor.py:run" in evidence, evidence
 
 
+def test_a_worker_of_inductors_compile_pool_only_warns():
+    """torch.compile compiles in a thread pool of the standard library's that it starts on its
+    first compile (``AsyncCompile.pool``): its workers start in concurrent.futures, not in torch,
+    yet they are torch's. A pool of the submission's own is still caught."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from torch._inductor.async_compile import AsyncCompile
+
+    AsyncCompile.pool.cache_clear()  # a pool of its own for this test, started inside the census
+    census = runtime.Threads()
+    AsyncCompile.pool().submit(lambda: None).result()
+    outcome, evidence = census.check()
+    assert outcome == "warn" and "thread.py:_worker" in evidence, evidence
+    census = runtime.Threads()
+    own = ThreadPoolExecutor(1)
+    own.submit(lambda: None).result()
+    with pytest.raises(TamperError, match="thread.py:_worker"):
+        census.check()
+    own.shutdown()
+
+
 def test_a_finished_thread_is_fine():
     census = runtime.Threads()
     worker = threading.Thread(target=lambda: None)

@@ -136,9 +136,24 @@ def _library_roots():
 def _library_thread(frame):
     """A thread that torch or Triton started (inductor's compile pool reader, Triton's async
     compile), judged by where its own code starts: a submission's target is its own function,
-    or a builtin (no Python frame outside threading.py)."""
+    or a builtin (no Python frame outside threading.py). A worker of the standard library's
+    thread pool starts in the standard library: it is torch's when its pool is inductor's."""
     calls = _bottom(frame)
-    return bool(calls) and calls[0].f_code.co_filename.startswith(tuple(_library_roots()))
+    if not calls:
+        return False
+    if calls[0].f_code.co_filename.startswith(tuple(_library_roots())):
+        return True
+    ref = calls[0].f_locals.get("executor_reference") if calls[0].f_code.co_name == "_worker" else None
+    pool = ref() if callable(ref) else None
+    return pool is not None and pool is _inductor_pool()
+
+
+def _inductor_pool():
+    """The thread pool torch.compile compiles in (``AsyncCompile.pool``), once it exists."""
+    module = sys.modules.get("torch._inductor.async_compile")
+    pool = getattr(getattr(module, "AsyncCompile", None), "pool", None)
+    made = getattr(pool, "cache_info", None)
+    return pool() if made is not None and made().currsize else None
 
 
 def _cudart():
