@@ -296,6 +296,7 @@ mod tests {
             nondeterministic: Some(false),
             degenerate: vec!["identity".into()],
             small_size: Some("scale.toml".into()),
+            small_overrides: Map::new(),
             errors: vec![],
         };
         let text = render(&[task], &[facts]);
