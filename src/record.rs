@@ -259,7 +259,7 @@ pub struct Arm {
 pub struct Timing {
     /// How the times were taken: "cuda_events_flush_blocker" or "cpu_perf_counter"; when a
     /// check distrusts the candidate's own times, "audit_wall_clock" (`Audit::flagged`) or
-    /// "block_wall_clock" (`timing.wall_envelope`); the other modes name theirs.
+    /// "charged_wall_envelope" (`timing.wall_envelope`); the other modes name theirs.
     pub method: String,
     pub reference: Arm,
     pub candidate: Arm,
