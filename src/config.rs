@@ -88,6 +88,8 @@ pub struct Config {
     pub device: Device,
     /// GPU indices, one evaluation slot each; empty on the CPU.
     pub gpus: Vec<u32>,
+    /// Evaluations sharing each GPU (`lanes`).
+    pub lanes: usize,
     pub jobs: usize,
     pub precision: &'static str,
     pub atol: f64,
@@ -384,6 +386,13 @@ impl Config {
             out,
             run_id,
             device,
+            lanes: args.lanes.map_or(
+                match device {
+                    Device::Cuda => 2,
+                    Device::Cpu => 1,
+                },
+                |n| n as usize,
+            ),
             gpus,
             jobs,
             precision,

@@ -103,7 +103,8 @@ impl Costs {
 
     pub fn observe(&mut self, e: &Evaluation) {
         let longest = self.seen.entry(e.label()).or_insert(0.0);
-        *longest = longest.max(e.seconds);
+        // Its own work: waiting for other lanes is not its cost.
+        *longest = longest.max(e.seconds - e.phases.gpu_wait_s);
     }
 
     /// Write this run's measurements over the cached ones (re-reading the file first: other
@@ -171,7 +172,9 @@ mod tests {
         for seconds in [4.0, 9.0, 1.0] {
             let mut e = crate::report::tests::sample_record().evaluations[0].clone();
             e.task_name = "19_ReLU".into();
-            e.seconds = seconds;
+            // Two of its seconds were spent waiting for another lane: not its cost.
+            e.phases.gpu_wait_s = 2.0;
+            e.seconds = seconds + 2.0;
             costs.observe(&e);
         }
         costs.save().unwrap();

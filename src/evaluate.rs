@@ -13,6 +13,7 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::config::{Config, Device, LibraryPolicy};
+use crate::lanes::Gate;
 use crate::nvml::Nvml;
 use crate::record::{
     merge_check, Build, BuildStatus, Check, Evaluation, Outcome, Phases, Timing, Trial,
@@ -59,6 +60,8 @@ pub struct Python<'a> {
     started: AtomicUsize,
     /// Per slot, NVML for its GPU (read-only), when it can be opened.
     gpus: Vec<Option<Mutex<Nvml>>>,
+    /// Per slot, what its lanes may share (`lanes`).
+    gates: Vec<Gate>,
     /// Facts of the tasks (input-only constants, degenerate flags), where they could be derived.
     facts: &'a HashMap<TaskId, TaskFacts>,
     /// Per slot, the CPU set aside for its timed calls' submitting threads (`cpus::reserve`).
@@ -200,6 +203,7 @@ impl<'a> Python<'a> {
             ready,
             started: AtomicUsize::new(0),
             gpus,
+            gates: (0..config.slots()).map(|_| Gate::default()).collect(),
             facts,
             timing_cpus,
             confinement,
@@ -244,11 +248,11 @@ impl<'a> Python<'a> {
 
     /// Start the slot's next pairs now, so they warm up while this evaluation runs. Start-up
     /// (~8 s on an H100 host, torch._dynamo's import included) outlasts a short evaluation
-    /// (~3 s), so on a GPU four pairs wait; on a CPU one, since starting workers competes with
-    /// the evaluation for the same cores.
+    /// (~3 s), so on a GPU two pairs per lane and two more wait; on a CPU one, since starting
+    /// workers competes with the evaluation for the same cores.
     fn refill(&self, slot: usize) {
         let depth = match self.config.device {
-            Device::Cuda => 4,
+            Device::Cuda => 2 + 2 * self.config.lanes,
             Device::Cpu => 1,
         };
         while self.ready[slot].lock().expect("worker pool lock").len() < depth {
@@ -555,10 +559,19 @@ impl Backend for Python<'_> {
             BuildStatus::Timeout => Cause::BuildTimedOut(build.message.clone()),
             BuildStatus::Crashed => Cause::BuildCrashed(build.message.clone()),
             BuildStatus::Ok | BuildStatus::ImportFailed => {
-                match self.run_workers(task, submission, slot, &mut eval) {
-                    Ok(evidence) => Cause::Kernels(Box::new(evidence)),
-                    Err(cause) => cause,
+                let mut cause = self.attempt(task, submission, slot, false, &mut eval);
+                // Out of GPU memory beside another lane: not the submission's fault until
+                // it runs out alone.
+                if self.config.lanes > 1 && cause.out_of_memory() {
+                    let waited = eval.phases.gpu_wait_s;
+                    eval = early(task, submission, Verdict::Pass, String::new());
+                    eval.sandbox = self.confinement.label.clone();
+                    eval.build = Some(build.clone());
+                    cause = self.attempt(task, submission, slot, true, &mut eval);
+                    eval.phases.gpu_wait_s += waited;
+                    merge_check(&mut eval.checks, alone_check());
                 }
+                cause
             }
         };
         let (verdict, reason) = cause.decide();
@@ -566,6 +579,20 @@ impl Backend for Python<'_> {
         eval.reason = one_line(&reason);
         eval.seconds = started.elapsed().as_secs_f64();
         eval
+    }
+}
+
+/// `harness.alone`: the evaluation ran out of GPU memory beside another lane and was run again
+/// with the GPU to itself.
+fn alone_check() -> Check {
+    Check {
+        name: "harness.alone".into(),
+        outcome: Outcome::Warn,
+        evidence: "out of GPU memory beside another evaluation: evaluated again with the GPU \
+                   to itself"
+            .into(),
+        seconds: 0.0,
+        runs: 1,
     }
 }
 
@@ -612,13 +639,30 @@ fn shape_constant(facts: &TaskFacts) -> Option<&str> {
 }
 
 impl Python<'_> {
-    /// Load both workers, run the trials, then time; fills `eval` and returns the kernels'
-    /// evidence, or the cause that ends it.
+    /// One attempt at the evaluation on `slot`, beside its other lanes or `alone`: what ended
+    /// or decided it.
+    fn attempt(
+        &self,
+        task: &Task,
+        sub: &Submission,
+        slot: usize,
+        alone: bool,
+        eval: &mut Evaluation,
+    ) -> Cause {
+        match self.run_workers(task, sub, slot, alone, eval) {
+            Ok(evidence) => Cause::Kernels(Box::new(evidence)),
+            Err(cause) => cause,
+        }
+    }
+
+    /// Load both workers, run the trials, then time with the GPU alone; fills `eval` and
+    /// returns the kernels' evidence, or the cause that ends it.
     fn run_workers(
         &self,
         task: &Task,
         sub: &Submission,
         slot: usize,
+        alone: bool,
         eval: &mut Evaluation,
     ) -> Result<KernelEvidence, Failed> {
         let cfg = self.config;
@@ -634,6 +678,8 @@ impl Python<'_> {
         let _ = std::fs::rename(&logs[0], &ref_log);
         let _ = std::fs::rename(&logs[1], &cand_log);
         eval.logs = vec![ref_rel, cand_rel];
+        let mut hold = self.gates[slot].enter(alone);
+        eval.phases.gpu_wait_s = hold.waited.as_secs_f64();
         let started = Instant::now();
         let loads = self.load(task, sub, slot, &mut reference, &mut candidate, &exchange);
         let (constants, loaded) = loads?;
@@ -663,6 +709,8 @@ impl Python<'_> {
         verified?;
         eval.phases.correctness_s = started.elapsed().as_secs_f64();
 
+        hold.alone();
+        eval.phases.gpu_wait_s = hold.waited.as_secs_f64();
         let started = Instant::now();
         let mut session = timing::Session {
             config: cfg,

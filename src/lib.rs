@@ -3,8 +3,9 @@
 //! The eval pipeline, top to bottom:
 //! 1. find the tasks (`task::discover`) and the submissions (`submission::discover`);
 //! 2. probe Python, torch and the GPUs (`probe`), resolve the flags (`config`);
-//! 3. build every submission in a compile pool, then evaluate each on a GPU slot
-//!    (`schedule` over `evaluate::Python`: trusted reference worker, untrusted candidate worker);
+//! 3. build every submission in a compile pool, then evaluate each on a GPU slot, in lanes
+//!    that share it outside timing (`schedule` and `lanes` over `evaluate::Python`: trusted
+//!    reference worker, untrusted candidate worker);
 //! 4. after each evaluation rewrite results.json, results.csv and junit.xml (`report`);
 //! 5. print the summary and return the gate's exit code (`gate`).
 
@@ -20,6 +21,7 @@ pub mod error;
 pub mod evaluate;
 pub mod gate;
 pub mod import;
+pub mod lanes;
 pub mod merge;
 pub mod nvml;
 pub mod probe;
@@ -433,7 +435,7 @@ fn evaluate_all(
         work,
         &estimates,
         config.jobs,
-        config.slots(),
+        (config.slots(), config.lanes),
         |event| match event {
             Event::Built { .. } => {
                 built += 1;

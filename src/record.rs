@@ -440,6 +440,10 @@ pub struct Phases {
     /// The correctness trials.
     pub correctness_s: f64,
     pub timing_s: f64,
+    /// Waiting for the GPU's gate: for other lanes' steps before loading, for their steps and
+    /// timings before timing alone (`lanes`).
+    #[serde(default)]
+    pub gpu_wait_s: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

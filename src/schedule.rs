@@ -1,5 +1,6 @@
-//! Scheduling: a compile pool on the CPU cores, then one evaluation at a time per device slot
-//! (GPU), several slots in parallel, packed longest first: builds start in order of expected
+//! Scheduling: a compile pool on the CPU cores, then `lanes` evaluations at a time per device
+//! slot (GPU; the backend gates what they may share, `lanes`), several slots in parallel, packed
+//! longest first: builds start in order of expected
 //! cost and a free slot takes the costliest built pair, so no long evaluation starts last while
 //! the other slots idle. Evaluations are handed to the caller as they finish, on the calling
 //! thread, so reporters need no locking. Knows nothing of Python: all work goes through
@@ -30,14 +31,14 @@ struct Ready {
     open: bool,
 }
 
-/// Build and evaluate every (task, submission) pair; `jobs` builds at once, `slots` evaluations
-/// at once; `costs` holds each pair's expected cost, costliest first.
+/// Build and evaluate every (task, submission) pair; `jobs` builds at once, `lanes` evaluations
+/// at once on each of `slots`; `costs` holds each pair's expected cost, costliest first.
 pub fn run<B: Backend>(
     backend: &B,
     work: &[(Task, Submission)],
     costs: &[Cost],
     jobs: usize,
-    slots: usize,
+    (slots, lanes): (usize, usize),
     mut on_event: impl FnMut(Event<'_>),
 ) {
     let cost = |i: usize| costs.get(i).copied().unwrap_or_default();
@@ -71,7 +72,8 @@ pub fn run<B: Backend>(
             });
         }
         drop(built_tx);
-        for slot in 0..slots.max(1) {
+        for lane in 0..slots.max(1) * lanes.max(1) {
+            let slot = lane % slots.max(1);
             let done_tx = done_tx.clone();
             let ready = &ready;
             s.spawn(move || {
@@ -163,10 +165,12 @@ mod tests {
     use crate::task::TaskId;
     use crate::verdict::Verdict;
 
-    /// A scripted backend: the file name says what happens; it checks that no slot runs two
-    /// evaluations at once and counts concurrent builds.
+    /// A scripted backend: the file name says what happens; it checks that no slot runs more
+    /// evaluations at once than it has lanes and counts concurrent builds.
     struct Fake {
+        lanes: usize,
         busy: Vec<AtomicUsize>,
+        most_busy: AtomicUsize,
         building: AtomicUsize,
         max_building: AtomicUsize,
         /// (slot, file) in the order evaluations started.
@@ -181,6 +185,8 @@ mod tests {
     impl Fake {
         fn new(slots: usize) -> Fake {
             Fake {
+                lanes: 1,
+                most_busy: AtomicUsize::new(0),
                 busy: (0..slots).map(|_| AtomicUsize::new(0)).collect(),
                 building: AtomicUsize::new(0),
                 max_building: AtomicUsize::new(0),
@@ -227,11 +233,12 @@ mod tests {
             build: &Build,
             slot: usize,
         ) -> Evaluation {
-            assert_eq!(
-                self.busy[slot].fetch_add(1, Ordering::SeqCst),
-                0,
-                "slot {slot} ran two evaluations at once"
+            let busy = self.busy[slot].fetch_add(1, Ordering::SeqCst) + 1;
+            assert!(
+                busy <= self.lanes,
+                "slot {slot} ran {busy} evaluations at once"
             );
+            self.most_busy.fetch_max(busy, Ordering::SeqCst);
             let first = {
                 let mut started = self.started.lock().unwrap();
                 started.push((slot, submission.file.clone()));
@@ -308,7 +315,7 @@ mod tests {
         let fake = Fake::new(2);
         let work = work(12);
         let (mut built, mut evaluated) = (Vec::new(), Vec::new());
-        run(&fake, &work, &[], 3, 2, |e| match e {
+        run(&fake, &work, &[], 3, (2, 1), |e| match e {
             Event::Built { submission, .. } => built.push(submission.file.clone()),
             Event::Evaluated(e) => evaluated.push(e),
         });
@@ -340,7 +347,7 @@ mod tests {
         let mut evaluated = 0;
         // One build at a time, in cost order: whatever is built when a slot frees up is never
         // cheaper than what is still to come, so starts follow cost whatever the timing.
-        run(&fake, &work, &costs, 1, 3, |e| {
+        run(&fake, &work, &costs, 1, (3, 1), |e| {
             if let Event::Evaluated(_) = e {
                 evaluated += 1;
             }
@@ -372,7 +379,7 @@ mod tests {
         fake.hold_first = 12;
         let work = work(12);
         let costs: Vec<Cost> = (0..12).map(|i| Cost::Measured(i as f64)).collect();
-        run(&fake, &work, &costs, 12, 1, |_| {});
+        run(&fake, &work, &costs, 12, (1, 1), |_| {});
         let started = fake.started.into_inner().unwrap();
         let numbers: Vec<u32> = started
             .iter()
@@ -393,10 +400,24 @@ mod tests {
     }
 
     #[test]
+    fn each_slot_runs_as_many_evaluations_as_it_has_lanes() {
+        let mut fake = Fake::new(2);
+        fake.lanes = 2;
+        let mut evaluated = 0;
+        run(&fake, &work(16), &[], 4, (2, 2), |e| {
+            if let Event::Evaluated(_) = e {
+                evaluated += 1;
+            }
+        });
+        assert_eq!(evaluated, 16);
+        assert_eq!(fake.most_busy.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
     fn nothing_to_do_returns() {
         let fake = Fake::new(1);
         let mut events = 0;
-        run(&fake, &[], &[], 4, 1, |_| events += 1);
+        run(&fake, &[], &[], 4, (1, 1), |_| events += 1);
         assert_eq!(events, 0);
     }
 }

@@ -140,6 +140,15 @@ impl Cause {
         self.decide().1
     }
 
+    /// Whether either worker ran out of GPU memory.
+    pub fn out_of_memory(&self) -> bool {
+        match self {
+            Cause::Raised(e) | Cause::ReferenceError(_, e) => e.kind == ErrorKind::Oom,
+            Cause::Within(_, cause) => cause.out_of_memory(),
+            _ => false,
+        }
+    }
+
     /// Whether the candidate's code raised at run time (not a build, a wrong output or a
     /// cheat): a clean refusal.
     pub fn is_refusal(&self) -> bool {
@@ -559,6 +568,26 @@ mod tests {
             assert_eq!(v, verdict, "{evidence:?}: {r}");
             assert!(r.contains(reason), "{r:?} lacks {reason:?}");
         }
+    }
+
+    #[test]
+    fn running_out_of_gpu_memory_is_seen_in_either_worker_and_within_a_check() {
+        let e = |kind: ErrorKind| WorkerError {
+            kind,
+            message: "CUDA out of memory".into(),
+            fatal: false,
+            traceback: None,
+        };
+        assert!(Cause::Raised(e(ErrorKind::Oom)).out_of_memory());
+        assert!(Cause::ReferenceError(ReferenceStep::Check, e(ErrorKind::Oom)).out_of_memory());
+        let within = Cause::Within(
+            "inputs.mean_shift".into(),
+            Box::new(Cause::Raised(e(ErrorKind::Oom))),
+        );
+        assert!(within.out_of_memory());
+        // The kind decides, not the words.
+        assert!(!Cause::Raised(e(ErrorKind::Cuda)).out_of_memory());
+        assert!(!Cause::Wrong("CUDA out of memory".into()).out_of_memory());
     }
 
     #[test]

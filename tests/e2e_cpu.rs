@@ -372,8 +372,9 @@ fn the_bundled_cpu_example_passes_the_gate() {
     );
 
     // Upstream's loop for comparison: same verdicts, timed candidate first, ratio of means.
+    // In two lanes: both evaluations load and check side by side, and time one at a time.
     let kb = tmp.path().join("kernelbench");
-    let run = eval(&example, &kb, &["--mode", "kernelbench"]);
+    let run = eval(&example, &kb, &["--mode", "kernelbench", "--lanes", "2"]);
     assert_eq!(
         run.status.code(),
         Some(0),

@@ -123,6 +123,7 @@ pub(crate) mod tests {
                 load_s: 0.5,
                 correctness_s: f64::from(number % 100) / 100.0,
                 timing_s: if timed.is_some() { 1.0 } else { 0.0 },
+                gpu_wait_s: 0.25,
             },
             seconds: 2.25,
             sandbox: String::new(),

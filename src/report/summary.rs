@@ -95,6 +95,8 @@ pub struct WallTime {
     /// Correctness trials and their checks, outside any timed region: the verification cost.
     pub correctness_s: f64,
     pub timing_s: f64,
+    /// Waiting for the GPU while another lane timed or checked (`--lanes`).
+    pub gpu_wait_s: f64,
     /// Median verification cost of an evaluation that ran trials.
     pub correctness_median_s: Option<f64>,
 }
@@ -376,6 +378,7 @@ fn wall_time(evals: &[Evaluation]) -> WallTime {
         w.load_s += e.phases.load_s;
         w.correctness_s += e.phases.correctness_s;
         w.timing_s += e.phases.timing_s;
+        w.gpu_wait_s += e.phases.gpu_wait_s;
     }
     let verified: Vec<f64> = evals
         .iter()

@@ -1,0 +1,155 @@
+//! Lanes: several evaluations share one GPU for everything but what is measured. Loading and
+//! the correctness trials are mostly host work (Python, transfers, comparisons) that leaves the
+//! GPU idle, so evaluations in different lanes of one GPU overlap them; timing and the profile
+//! take the GPU alone, since another process's kernels would time-slice with the timed ones.
+//!
+//! The gate is a task-fair reader-writer lock (parking_lot): once a lane asks to time, no other
+//! lane starts a shared step until it has timed, so timing waits for at most the shared steps
+//! already running.
+
+use std::time::{Duration, Instant};
+
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// One GPU's gate.
+#[derive(Default)]
+pub struct Gate {
+    lock: RwLock<()>,
+}
+
+/// What an evaluation holds of its GPU's gate, until dropped.
+enum Guard<'a> {
+    Shared { _held: RwLockReadGuard<'a, ()> },
+    Alone { _held: RwLockWriteGuard<'a, ()> },
+}
+
+/// An evaluation's hold on its GPU, and how long it waited for it.
+pub struct Hold<'a> {
+    gate: &'a Gate,
+    /// Never None outside `alone`.
+    guard: Option<Guard<'a>>,
+    pub waited: Duration,
+}
+
+impl Gate {
+    /// Hold the GPU beside other lanes (`alone` false: load and correctness), or alone for the
+    /// whole evaluation (`alone` true: a retry after running out of memory beside another).
+    pub fn enter(&self, alone: bool) -> Hold<'_> {
+        let started = Instant::now();
+        let guard = if alone {
+            Guard::Alone {
+                _held: self.lock.write(),
+            }
+        } else {
+            Guard::Shared {
+                _held: self.lock.read(),
+            }
+        };
+        Hold {
+            gate: self,
+            guard: Some(guard),
+            waited: started.elapsed(),
+        }
+    }
+}
+
+impl Hold<'_> {
+    /// Have the GPU alone from here on (timing, the profile): let go of the shared hold first,
+    /// so two lanes that both want to time cannot wait for each other.
+    pub fn alone(&mut self) {
+        if let Some(Guard::Shared { .. }) = self.guard {
+            let started = Instant::now();
+            self.guard = None;
+            self.guard = Some(Guard::Alone {
+                _held: self.gate.lock.write(),
+            });
+            self.waited += started.elapsed();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn lanes_share_until_one_times_and_timing_runs_alone() {
+        let gate = Gate::default();
+        let sharing = AtomicUsize::new(0);
+        let most_sharing = AtomicUsize::new(0);
+        let timing = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    for _ in 0..20 {
+                        let mut hold = gate.enter(false);
+                        assert!(!timing.load(Ordering::SeqCst), "shared beside timing");
+                        let now = sharing.fetch_add(1, Ordering::SeqCst) + 1;
+                        most_sharing.fetch_max(now, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(2));
+                        sharing.fetch_sub(1, Ordering::SeqCst);
+                        hold.alone();
+                        assert_eq!(sharing.load(Ordering::SeqCst), 0, "timing beside a lane");
+                        assert!(!timing.swap(true, Ordering::SeqCst), "two lanes timing");
+                        std::thread::sleep(Duration::from_millis(1));
+                        timing.store(false, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        assert!(
+            most_sharing.load(Ordering::SeqCst) >= 2,
+            "lanes never overlapped"
+        );
+    }
+
+    #[test]
+    fn a_lane_waiting_to_time_goes_before_new_shared_steps() {
+        let gate = &Gate::default();
+        let first = gate.enter(false);
+        let (timed_tx, timed_rx) = mpsc::channel();
+        let (shared_tx, shared_rx) = mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                let mut hold = gate.enter(false);
+                hold.alone();
+                timed_tx.send("timed").unwrap();
+            });
+            // The second lane waits to time behind the first lane's shared step.
+            std::thread::sleep(Duration::from_millis(50));
+            s.spawn(move || {
+                let _third = gate.enter(false);
+                shared_tx.send("shared").unwrap();
+            });
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(
+                shared_rx.try_recv().is_err(),
+                "a new shared step passed a waiting timing"
+            );
+            drop(first);
+            assert_eq!(timed_rx.recv().unwrap(), "timed");
+            assert_eq!(shared_rx.recv().unwrap(), "shared");
+        });
+    }
+
+    #[test]
+    fn an_evaluation_alone_excludes_every_other_lane() {
+        let gate = Gate::default();
+        let alone = gate.enter(true);
+        let (tx, rx) = mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _shared = gate.enter(false);
+                tx.send(()).unwrap();
+            });
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(rx.try_recv().is_err());
+            drop(alone);
+            rx.recv().unwrap();
+        });
+    }
+}
