@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::config::{Config, Device, LibraryPolicy};
-use crate::lanes::Gate;
+use crate::lanes::{Gate, Hold};
 use crate::nvml::Nvml;
 use crate::record::{
     merge_check, Build, BuildStatus, Check, Evaluation, Outcome, Phases, Timing, Trial,
@@ -704,7 +704,7 @@ impl Python<'_> {
             transport: &mut transport,
             exchange: &exchange,
         };
-        let verified = self.verify(task, &mut link, eval, &constants);
+        let verified = self.verify(task, &mut link, &mut hold, eval, &constants);
         merge_check(&mut eval.checks, transfer_check(cfg.device, link.transport));
         verified?;
         eval.phases.correctness_s = started.elapsed().as_secs_f64();
@@ -847,15 +847,18 @@ impl Python<'_> {
     /// Every correctness trial and check before timing: the KernelBench-compatible trials (the
     /// first with the deep checks), parameter perturbation, signed and scaled inputs, another
     /// input shape.
+    /// Between steps, a lane waiting to time goes first (`Hold::step`).
     fn verify(
         &self,
         task: &Task,
         link: &mut Link<'_>,
+        hold: &mut Hold<'_>,
         eval: &mut Evaluation,
         constants: &Map<String, Value>,
     ) -> Result<(), Failed> {
         let cfg = self.config;
         for index in 0..cfg.trials {
+            hold.step();
             let probe = Probe {
                 index,
                 variant: None,
@@ -893,9 +896,11 @@ impl Python<'_> {
         ));
         let mut index = cfg.trials;
         for (check, variant) in variants {
+            hold.step();
             self.variant_trial(link, eval, check, variant, index)?;
             index += 1;
         }
+        hold.step();
         self.shape_perturbation(task, link, eval, constants, index)
     }
 

@@ -4,8 +4,8 @@
 //! take the GPU alone, since another process's kernels would time-slice with the timed ones.
 //!
 //! The gate is a task-fair reader-writer lock (parking_lot): once a lane asks to time, no other
-//! lane starts a shared step until it has timed, so timing waits for at most the shared steps
-//! already running.
+//! lane starts a shared step until it has timed, and lanes in a shared phase let it in between
+//! their steps (`Hold::step`), so timing waits for at most the steps already running.
 
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,7 @@ pub struct Gate {
 
 /// What an evaluation holds of its GPU's gate, until dropped.
 enum Guard<'a> {
-    Shared { _held: RwLockReadGuard<'a, ()> },
+    Shared { held: RwLockReadGuard<'a, ()> },
     Alone { _held: RwLockWriteGuard<'a, ()> },
 }
 
@@ -42,7 +42,7 @@ impl Gate {
             }
         } else {
             Guard::Shared {
-                _held: self.lock.read(),
+                held: self.lock.read(),
             }
         };
         Hold {
@@ -54,6 +54,16 @@ impl Gate {
 }
 
 impl Hold<'_> {
+    /// Between two steps of a shared phase: a lane waiting to time goes first, and this one
+    /// goes on once it has.
+    pub fn step(&mut self) {
+        if let Some(Guard::Shared { held }) = &mut self.guard {
+            let started = Instant::now();
+            RwLockReadGuard::bump(held);
+            self.waited += started.elapsed();
+        }
+    }
+
     /// Have the GPU alone from here on (timing, the profile): let go of the shared hold first,
     /// so two lanes that both want to time cannot wait for each other.
     pub fn alone(&mut self) {
@@ -134,6 +144,28 @@ mod tests {
             assert_eq!(timed_rx.recv().unwrap(), "timed");
             assert_eq!(shared_rx.recv().unwrap(), "shared");
         });
+    }
+
+    #[test]
+    fn a_lane_between_steps_lets_a_waiting_timing_in() {
+        let gate = &Gate::default();
+        let order = &std::sync::Mutex::new(Vec::new());
+        let mut first = gate.enter(false);
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                let mut hold = gate.enter(false);
+                hold.alone();
+                order.lock().unwrap().push("timed");
+            });
+            std::thread::sleep(Duration::from_millis(50));
+            // Without a waiting timing a step goes straight on; with one, after it.
+            order.lock().unwrap().push("step");
+            first.step();
+            order.lock().unwrap().push("next step");
+        });
+        assert_eq!(*order.lock().unwrap(), ["step", "timed", "next step"]);
+        // With no lane waiting, a step goes straight on (else this would hang).
+        gate.enter(false).step();
     }
 
     #[test]
