@@ -666,6 +666,9 @@ impl Python<'_> {
         eval: &mut Evaluation,
     ) -> Result<KernelEvidence, Failed> {
         let cfg = self.config;
+        // Before the workers: dropped after them, once their GPU memory is freed.
+        let mut hold = self.gates[slot].enter(alone);
+        eval.phases.gpu_wait_s = hold.waited.as_secs_f64();
         let Pair {
             mut reference,
             mut candidate,
@@ -678,8 +681,6 @@ impl Python<'_> {
         let _ = std::fs::rename(&logs[0], &ref_log);
         let _ = std::fs::rename(&logs[1], &cand_log);
         eval.logs = vec![ref_rel, cand_rel];
-        let mut hold = self.gates[slot].enter(alone);
-        eval.phases.gpu_wait_s = hold.waited.as_secs_f64();
         let started = Instant::now();
         let loads = self.load(task, sub, slot, &mut reference, &mut candidate, &exchange);
         let (constants, loaded) = loads?;

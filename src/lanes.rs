@@ -3,9 +3,12 @@
 //! GPU idle, so evaluations in different lanes of one GPU overlap them; timing and the profile
 //! take the GPU alone, since another process's kernels would time-slice with the timed ones.
 //!
-//! The gate is a task-fair reader-writer lock (parking_lot): once a lane asks to time, no other
-//! lane starts a shared step until it has timed, and lanes in a shared phase let it in between
-//! their steps (`Hold::step`), so timing waits for at most the steps already running.
+//! The gate is two task-fair reader-writer locks (parking_lot). `compute`: once a lane asks to
+//! time, no other lane starts a shared step until it has timed, and lanes in a shared phase let
+//! it in between their steps (`Hold::step`), so timing waits for at most the steps already
+//! running. `memory`: every evaluation holds it while its workers live, since they hold GPU
+//! memory; one that ran out of memory beside another runs again with it alone, once the other
+//! lanes' workers have ended (workers started ahead still hold their CUDA contexts).
 
 use std::time::{Duration, Instant};
 
@@ -14,40 +17,50 @@ use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 /// One GPU's gate.
 #[derive(Default)]
 pub struct Gate {
-    lock: RwLock<()>,
+    memory: RwLock<()>,
+    compute: RwLock<()>,
 }
 
-/// What an evaluation holds of its GPU's gate, until dropped.
+/// What an evaluation holds of one of the gate's locks, until dropped.
 enum Guard<'a> {
     Shared { held: RwLockReadGuard<'a, ()> },
     Alone { _held: RwLockWriteGuard<'a, ()> },
 }
 
-/// An evaluation's hold on its GPU, and how long it waited for it.
+/// An evaluation's hold on its GPU, and how long it waited for it. Take it before the
+/// evaluation's workers and drop it after them.
 pub struct Hold<'a> {
     gate: &'a Gate,
-    /// Never None outside `alone`.
-    guard: Option<Guard<'a>>,
+    _memory: Guard<'a>,
+    /// Shared or alone; None with the memory alone (no other lane runs), and while changing.
+    compute: Option<Guard<'a>>,
     pub waited: Duration,
 }
 
 impl Gate {
-    /// Hold the GPU beside other lanes (`alone` false: load and correctness), or alone for the
-    /// whole evaluation (`alone` true: a retry after running out of memory beside another).
+    /// Hold the GPU beside other lanes (`alone` false: load and correctness steps), or the
+    /// whole GPU and its memory for the evaluation (`alone` true: a retry after running out of
+    /// memory beside another).
     pub fn enter(&self, alone: bool) -> Hold<'_> {
         let started = Instant::now();
-        let guard = if alone {
-            Guard::Alone {
-                _held: self.lock.write(),
-            }
+        let (memory, compute) = if alone {
+            let memory = Guard::Alone {
+                _held: self.memory.write(),
+            };
+            (memory, None)
         } else {
-            Guard::Shared {
-                held: self.lock.read(),
-            }
+            let memory = Guard::Shared {
+                held: self.memory.read(),
+            };
+            let compute = Guard::Shared {
+                held: self.compute.read(),
+            };
+            (memory, Some(compute))
         };
         Hold {
             gate: self,
-            guard: Some(guard),
+            _memory: memory,
+            compute,
             waited: started.elapsed(),
         }
     }
@@ -57,7 +70,7 @@ impl Hold<'_> {
     /// Between two steps of a shared phase: a lane waiting to time goes first, and this one
     /// goes on once it has.
     pub fn step(&mut self) {
-        if let Some(Guard::Shared { held }) = &mut self.guard {
+        if let Some(Guard::Shared { held }) = &mut self.compute {
             let started = Instant::now();
             RwLockReadGuard::bump(held);
             self.waited += started.elapsed();
@@ -67,11 +80,11 @@ impl Hold<'_> {
     /// Have the GPU alone from here on (timing, the profile): let go of the shared hold first,
     /// so two lanes that both want to time cannot wait for each other.
     pub fn alone(&mut self) {
-        if let Some(Guard::Shared { .. }) = self.guard {
+        if let Some(Guard::Shared { .. }) = self.compute {
             let started = Instant::now();
-            self.guard = None;
-            self.guard = Some(Guard::Alone {
-                _held: self.gate.lock.write(),
+            self.compute = None;
+            self.compute = Some(Guard::Alone {
+                _held: self.gate.compute.write(),
             });
             self.waited += started.elapsed();
         }
@@ -169,19 +182,36 @@ mod tests {
     }
 
     #[test]
-    fn an_evaluation_alone_excludes_every_other_lane() {
-        let gate = Gate::default();
-        let alone = gate.enter(true);
-        let (tx, rx) = mpsc::channel();
+    fn an_evaluation_alone_waits_for_the_other_lanes_to_end_and_excludes_them() {
+        let gate = &Gate::default();
+        let mut other = gate.enter(false);
+        let (alone_tx, alone_rx) = mpsc::channel();
+        let (later_tx, later_rx) = mpsc::channel();
         std::thread::scope(|s| {
-            s.spawn(|| {
-                let _shared = gate.enter(false);
-                tx.send(()).unwrap();
+            s.spawn(move || {
+                let _alone = gate.enter(true);
+                alone_tx.send(()).unwrap();
+                std::thread::sleep(Duration::from_millis(50));
             });
             std::thread::sleep(Duration::from_millis(50));
-            assert!(rx.try_recv().is_err());
-            drop(alone);
-            rx.recv().unwrap();
+            // The other lane steps and times: it still holds its memory, so the retry waits.
+            other.step();
+            other.alone();
+            assert!(
+                alone_rx.try_recv().is_err(),
+                "alone beside a live evaluation"
+            );
+            s.spawn(move || {
+                let _later = gate.enter(false);
+                later_tx.send(()).unwrap();
+            });
+            drop(other);
+            alone_rx.recv().unwrap();
+            assert!(
+                later_rx.try_recv().is_err(),
+                "a lane entered beside one alone"
+            );
+            later_rx.recv().unwrap();
         });
     }
 }
