@@ -37,3 +37,43 @@ def test_a_build_gated_on_a_gpu_runs_in_the_pool_of_a_gpu_run(tmp_path, monkeypa
     assert reply["ok"], reply
     assert calls == (["gated"] if builds else [])
     assert torch.cuda.is_available() is False, "the pretence ends with the submission's code"
+
+
+BUILDS_IN_INIT = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(4))
+        self.ext = load_inline(name="in_init", cpp_sources="")
+
+    def forward(self, x):
+        return torch.relu(x)
+'''
+
+
+def test_the_warm_up_of_a_gpu_run_reaches_a_build_made_after_a_tensor(tmp_path, monkeypatch):
+    """The pool has no GPU: a fake CUDA tensor made before the build must not need one (torch
+    makes a real one first to set up a GPU context, once `torch.cuda.is_available()` is true)."""
+    calls = []
+    monkeypatch.setattr(cpp_extension, "load_inline", lambda **kwargs: calls.append(kwargs["name"]))
+    monkeypatch.setattr(cpp_extension, "load", cpp_extension.load)
+    monkeypatch.setattr(kernels, "remember", False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    submission = tmp_path / "in_init.py"
+    submission.write_text(BUILDS_IN_INIT)
+    req = {
+        "submission": str(submission),
+        "task": str(ROOT / "level1" / "19_ReLU.py"),
+        "device": "cuda",
+        "precision": "fp32",
+    }
+    module, reply = pool.compile_file(req)
+    assert reply["ok"], reply
+    warmed = pool.warm(module, req)
+    assert calls == ["in_init"], warmed
+    assert warmed["reached"] == "forward", warmed
