@@ -90,6 +90,8 @@ pub struct Config {
     pub gpus: Vec<u32>,
     /// Evaluations sharing each GPU (`lanes`).
     pub lanes: usize,
+    /// The smallest GPU's memory: a task too large to share it runs alone (`Config::alone`).
+    pub gpu_memory: Option<u64>,
     pub jobs: usize,
     pub precision: &'static str,
     pub atol: f64,
@@ -417,6 +419,7 @@ impl Config {
             min_speedup: args.min_speedup,
             resume: args.resume,
             cuda_arch_list: probe.cuda_arch_list(),
+            gpu_memory: probe.smallest_gpu_memory(),
             delta: if args.dedicated {
                 crate::stats::DELTA_DEDICATED
             } else {
@@ -430,6 +433,18 @@ impl Config {
     /// Number of evaluations that may run at once: one per GPU, one on the CPU.
     pub fn slots(&self) -> usize {
         self.gpus.len().max(1)
+    }
+
+    /// Whether a task's evaluation takes the GPU and its memory alone rather than share it with
+    /// other lanes: at full size, when its inputs, outputs and parameters exceed a sixth of the
+    /// GPU's memory (each worker holds them, and more for the checks). On an H100 two lanes ran
+    /// out of GPU memory on level-1 tasks of 14-16 GiB, and a reference worker was killed;
+    /// those of 12 GiB shared without fault.
+    pub fn alone(&self, bytes: Option<u64>) -> bool {
+        match (self.gpu_memory, bytes) {
+            (Some(memory), Some(bytes)) => self.lanes > 1 && self.full_size() && bytes > memory / 6,
+            _ => false,
+        }
     }
 
     /// Tasks run at their full sizes: no --scale other than full, no --set. The task facts
@@ -482,5 +497,35 @@ mod tests {
         assert_eq!(parse_set("mode=nearest").unwrap().1, Value::from("nearest"));
         assert!(parse_set("batch_size").is_err());
         assert!(parse_set("a b=1").is_err());
+    }
+
+    fn resolved(flags: &[&str]) -> Config {
+        let cli = <crate::cli::Cli as clap::Parser>::parse_from(
+            ["kbench", "eval", "submissions"].iter().chain(flags),
+        );
+        let crate::cli::Command::Eval(args) = cli.command else {
+            panic!("not eval");
+        };
+        let probe = Probe {
+            facts: serde_json::json!({
+                "cuda_available": true,
+                "gpus": [{"capability": "9.0", "memory_bytes": 80u64 << 30}],
+            }),
+        };
+        Config::resolve(&args, PathBuf::from("tasks"), "python3".into(), &probe).unwrap()
+    }
+
+    #[test]
+    fn a_task_too_large_to_share_its_gpu_runs_alone() {
+        let config = resolved(&[]);
+        assert_eq!(config.lanes, 2);
+        // Over a sixth of 80 GiB: a 14 GiB task; a 12 GiB one shares.
+        assert!(config.alone(Some(14 << 30)));
+        assert!(!config.alone(Some(12 << 30)));
+        assert!(!config.alone(None));
+        // One lane, or smaller sizes than the facts count, share nothing worth guarding.
+        assert!(!resolved(&["--lanes", "1"]).alone(Some(14 << 30)));
+        assert!(!resolved(&["--scale", "small"]).alone(Some(14 << 30)));
+        assert_eq!(resolved(&["--device", "cpu"]).lanes, 1);
     }
 }

@@ -559,10 +559,12 @@ impl Backend for Python<'_> {
             BuildStatus::Timeout => Cause::BuildTimedOut(build.message.clone()),
             BuildStatus::Crashed => Cause::BuildCrashed(build.message.clone()),
             BuildStatus::Ok | BuildStatus::ImportFailed => {
-                let mut cause = self.attempt(task, submission, slot, false, &mut eval);
+                let bytes = self.facts.get(&task.id).and_then(|f| f.min_bytes);
+                let alone = self.config.alone(bytes);
+                let mut cause = self.attempt(task, submission, slot, alone, &mut eval);
                 // Out of GPU memory beside another lane: not the submission's fault until
                 // it runs out alone.
-                if self.config.lanes > 1 && cause.out_of_memory() {
+                if self.config.lanes > 1 && !alone && cause.out_of_memory() {
                     let waited = eval.phases.gpu_wait_s;
                     eval = early(task, submission, Verdict::Pass, String::new());
                     eval.sandbox = self.confinement.label.clone();

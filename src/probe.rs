@@ -72,6 +72,16 @@ impl Probe {
         self.facts["gpus"].as_array().map_or(0, Vec::len)
     }
 
+    /// The smallest visible GPU's memory in bytes, None without a GPU.
+    pub fn smallest_gpu_memory(&self) -> Option<u64> {
+        self.facts["gpus"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|g| g["memory_bytes"].as_u64())
+            .min()
+    }
+
     pub fn torch(&self) -> Option<String> {
         self.facts["torch"].as_str().map(String::from)
     }
