@@ -75,7 +75,13 @@ def test_a_build_failed_in_the_pool_fails_the_same_in_the_gpu_worker_without_com
     monkeypatch.setattr(cpp_extension, "load", failing_load_inline)
     monkeypatch.setattr(kernels, "_failed", [])
     kernels.watch_extensions()
-    load = {"name": "relu", "cpp_sources": "int f();", "extra_cuda_cflags": ["-O3"], "verbose": True}
+    load = {
+        "name": "relu",
+        "cpp_sources": "int f();",
+        "extra_cuda_cflags": ["-O3"],
+        "verbose": True,
+        "build_directory": "/pool/build",
+    }
     native = {"name": "relu", "cpp_sources": "int f();", "extra_cuda_cflags": ["-arch=native"]}
 
     monkeypatch.setattr(kernels, "remember", True)  # the compile pool
@@ -84,9 +90,9 @@ def test_a_build_failed_in_the_pool_fails_the_same_in_the_gpu_worker_without_com
             cpp_extension.load_inline(**kwargs)
     assert calls == ["relu", "relu"]
 
-    monkeypatch.setattr(kernels, "remember", False)  # the GPU worker
+    monkeypatch.setattr(kernels, "remember", False)  # the GPU worker, its file elsewhere
     with pytest.raises(RuntimeError, match="Error building extension 'relu'"):
-        cpp_extension.load_inline(**load)
+        cpp_extension.load_inline(**{**load, "build_directory": "/slot/build"})
     assert calls == ["relu", "relu"], "the pool's failure is raised again, nothing compiled"
     with pytest.raises(RuntimeError):
         cpp_extension.load_inline(**native)

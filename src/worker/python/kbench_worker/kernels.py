@@ -83,9 +83,10 @@ def _quiet(args):
 
 def _failure_file(loader, args, kwargs):
     """Where a failed build of this load is remembered, or None (no build folder, or flags that
-    depend on the machine's GPU)."""
+    depend on the machine's GPU). Its own build folder is not part of the key: submissions put
+    it beside their file, and the pool and the GPU worker see the file in different places."""
     root = os.environ.get("TORCH_EXTENSIONS_DIR")
-    text = repr((loader, args, sorted(kwargs.items())))
+    text = repr((loader, args, sorted((k, v) for k, v in kwargs.items() if k != "build_directory")))
     if not root or "native" in text:
         return None
     return Path(root) / ".kbench-failed-builds" / hashlib.sha256(text.encode()).hexdigest()
