@@ -100,13 +100,14 @@ def process_checks(timed):
 def walltime(evals):
     phases = Counter()
     for e in evals.values():
-        for key in ("load_s", "correctness_s", "timing_s"):
+        for key in ("load_s", "correctness_s", "timing_s", "gpu_wait_s"):
             phases[key] += e["phases"].get(key) or 0.0
     builds = sum((e.get("build") or {}).get("seconds", 0.0) for e in evals.values())
     total = sum(e["seconds"] for e in evals.values())
     print(
         f"\nWall time of the evaluations (summed): {total:.0f} s = load {phases['load_s']:.0f} s"
         f" + correctness and checks {phases['correctness_s']:.0f} s + timing {phases['timing_s']:.0f} s"
+        f" + waiting for other lanes {phases['gpu_wait_s']:.0f} s"
         f" + the rest {total - sum(phases.values()):.0f} s (the profile after timing, waiting for a worker pair)"
         f" (+ builds {builds:.0f} s; worker start-up overlaps the previous evaluations)"
     )

@@ -388,13 +388,7 @@ impl Config {
             out,
             run_id,
             device,
-            lanes: args.lanes.map_or(
-                match device {
-                    Device::Cuda => 2,
-                    Device::Cpu => 1,
-                },
-                |n| n as usize,
-            ),
+            lanes: args.lanes as usize,
             gpus,
             jobs,
             precision,
@@ -517,15 +511,14 @@ mod tests {
 
     #[test]
     fn a_task_too_large_to_share_its_gpu_runs_alone() {
-        let config = resolved(&[]);
-        assert_eq!(config.lanes, 2);
+        assert_eq!(resolved(&[]).lanes, 1);
+        let config = resolved(&["--lanes", "2"]);
         // Over a sixth of 80 GiB: a 14 GiB task; a 12 GiB one shares.
         assert!(config.alone(Some(14 << 30)));
         assert!(!config.alone(Some(12 << 30)));
         assert!(!config.alone(None));
         // One lane, or smaller sizes than the facts count, share nothing worth guarding.
         assert!(!resolved(&["--lanes", "1"]).alone(Some(14 << 30)));
-        assert!(!resolved(&["--scale", "small"]).alone(Some(14 << 30)));
-        assert_eq!(resolved(&["--device", "cpu"]).lanes, 1);
+        assert!(!resolved(&["--lanes", "2", "--scale", "small"]).alone(Some(14 << 30)));
     }
 }
