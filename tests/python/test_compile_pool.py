@@ -49,6 +49,7 @@ class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
         self.scale = nn.Parameter(torch.ones(4))
+        self.norm = nn.BatchNorm1d(4)  # its counter is a constant torch computes on the device
         self.ext = load_inline(name="in_init", cpp_sources="")
 
     def forward(self, x):
@@ -57,8 +58,9 @@ class ModelNew(nn.Module):
 
 
 def test_the_warm_up_of_a_gpu_run_reaches_a_build_made_after_a_tensor(tmp_path, monkeypatch):
-    """The pool has no GPU: a fake CUDA tensor made before the build must not need one (torch
-    makes a real one first to set up a GPU context, once `torch.cuda.is_available()` is true)."""
+    """The pool has no GPU: fake CUDA tensors made before the build must not need one (once
+    `torch.cuda.is_available()` is true, torch makes a real one first to set up a GPU context,
+    and computes constants on the device)."""
     calls = []
     monkeypatch.setattr(cpp_extension, "load_inline", lambda **kwargs: calls.append(kwargs["name"]))
     monkeypatch.setattr(cpp_extension, "load", cpp_extension.load)

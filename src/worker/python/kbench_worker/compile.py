@@ -85,18 +85,22 @@ def _guard_extensions():
 @contextlib.contextmanager
 def _gpu_present(req):
     """In a run on a GPU, `torch.cuda.is_available()` is true while submission code runs (the
-    pool hides the GPU). A fake CUDA tensor then skips the real one torch makes first to set up
-    a GPU context (`fake_tensor.init_gpu_context`): with no GPU it raises, and every warm-up on
-    CUDA ended at the first tensor it made (on the H100, 27 of 82 CUDA-L1 kernels built or
-    failed to build in the GPU slot instead, 35-75 s each)."""
-    originals = torch.cuda.is_available, fake_tensor.init_gpu_context
+    pool hides the GPU). Fake tensors still know there is none, where torch asks the same
+    question: no real tensor made first to set up a GPU context
+    (`fake_tensor.init_gpu_context`), no constants computed on the device
+    (`FakeTensorMode.avoid_device_init`). Either raises with no GPU: the first ended every
+    warm-up on CUDA at its first tensor (on the H100, 27 of 82 CUDA-L1 kernels built or failed
+    to build in the GPU slot instead, 35-75 s each), the second at a BatchNorm's counter."""
+    mode = fake_tensor.FakeTensorMode
+    originals = torch.cuda.is_available, fake_tensor.init_gpu_context, mode.avoid_device_init
     if req["device"].startswith("cuda"):
         torch.cuda.is_available = lambda: True
         fake_tensor.init_gpu_context = lambda device: None
+        mode.avoid_device_init = property(lambda self: True)
     try:
         yield
     finally:
-        torch.cuda.is_available, fake_tensor.init_gpu_context = originals
+        torch.cuda.is_available, fake_tensor.init_gpu_context, mode.avoid_device_init = originals
 
 
 def _idle(signum, frame):
