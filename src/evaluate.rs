@@ -551,9 +551,12 @@ impl Backend for Python<'_> {
         slot: usize,
     ) -> Evaluation {
         let started = Instant::now();
-        let mut eval = early(task, submission, Verdict::Pass, String::new());
-        eval.sandbox = self.confinement.label.clone();
-        eval.build = Some(build.clone());
+        let fresh = || Evaluation {
+            sandbox: self.confinement.label.clone(),
+            build: Some(build.clone()),
+            ..early(task, submission, Verdict::Pass, String::new())
+        };
+        let mut eval = fresh();
         let cause = match build.status {
             BuildStatus::Failed => Cause::BuildFailed(build.message.clone()),
             BuildStatus::Timeout => Cause::BuildTimedOut(build.message.clone()),
@@ -566,9 +569,7 @@ impl Backend for Python<'_> {
                 // it runs out alone.
                 if self.config.lanes > 1 && !alone && cause.out_of_memory() {
                     let waited = eval.phases.gpu_wait_s;
-                    eval = early(task, submission, Verdict::Pass, String::new());
-                    eval.sandbox = self.confinement.label.clone();
-                    eval.build = Some(build.clone());
+                    eval = fresh();
                     cause = self.attempt(task, submission, slot, true, &mut eval);
                     eval.phases.gpu_wait_s += waited;
                     merge_check(&mut eval.checks, alone_check());
