@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,11 +49,13 @@ def one(submission, task):
 
 def run(submission, task, worker):
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TORCH_CUDA_ARCH_LIST": "9.0", "PYTHONPATH": worker}
+    # Submissions write files where they run: in a folder of their own.
     try:
-        out = subprocess.run(
-            [sys.executable, __file__, "--one", str(submission), str(task)],
-            capture_output=True, text=True, timeout=240, env=env,
-        ).stdout
+        with tempfile.TemporaryDirectory() as here:
+            out = subprocess.run(
+                [sys.executable, __file__, "--one", str(submission.resolve()), str(task.resolve())],
+                capture_output=True, text=True, timeout=240, env=env, cwd=here,
+            ).stdout
         return json.loads(out.strip().splitlines()[-1])
     except (subprocess.TimeoutExpired, IndexError, json.JSONDecodeError):
         return {"step": "no result", "note": "", "loads": []}
@@ -63,7 +66,7 @@ def main():
         return one(sys.argv[2], sys.argv[3])
     parser = argparse.ArgumentParser()
     parser.add_argument("tree", type=Path)
-    parser.add_argument("--worker", default=str(ROOT / "src" / "worker" / "python"))
+    parser.add_argument("--worker", type=lambda p: str(Path(p).resolve()), default=str(ROOT / "src" / "worker" / "python"))
     parser.add_argument("--jobs", type=int, default=os.cpu_count())
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
