@@ -562,15 +562,22 @@ impl Backend for Python<'_> {
             BuildStatus::Timeout => Cause::BuildTimedOut(build.message.clone()),
             BuildStatus::Crashed => Cause::BuildCrashed(build.message.clone()),
             BuildStatus::Ok | BuildStatus::ImportFailed => {
+                // One attempt, beside the other lanes or alone: what ended or decided it.
+                let attempt = |alone, eval: &mut Evaluation| match self
+                    .run_workers(task, submission, slot, alone, eval)
+                {
+                    Ok(evidence) => Cause::Kernels(Box::new(evidence)),
+                    Err(cause) => cause,
+                };
                 let bytes = self.facts.get(&task.id).and_then(|f| f.min_bytes);
                 let alone = self.config.alone(bytes);
-                let mut cause = self.attempt(task, submission, slot, alone, &mut eval);
+                let mut cause = attempt(alone, &mut eval);
                 // Out of GPU memory beside another lane: not the submission's fault until
                 // it runs out alone.
                 if self.config.lanes > 1 && !alone && cause.out_of_memory() {
                     let waited = eval.phases.gpu_wait_s;
                     eval = fresh();
-                    cause = self.attempt(task, submission, slot, true, &mut eval);
+                    cause = attempt(true, &mut eval);
                     eval.phases.gpu_wait_s += waited;
                     merge_check(&mut eval.checks, alone_check());
                 }
@@ -642,22 +649,6 @@ fn shape_constant(facts: &TaskFacts) -> Option<&str> {
 }
 
 impl Python<'_> {
-    /// One attempt at the evaluation on `slot`, beside its other lanes or `alone`: what ended
-    /// or decided it.
-    fn attempt(
-        &self,
-        task: &Task,
-        sub: &Submission,
-        slot: usize,
-        alone: bool,
-        eval: &mut Evaluation,
-    ) -> Cause {
-        match self.run_workers(task, sub, slot, alone, eval) {
-            Ok(evidence) => Cause::Kernels(Box::new(evidence)),
-            Err(cause) => cause,
-        }
-    }
-
     /// Load both workers, run the trials, then time with the GPU alone; fills `eval` and
     /// returns the kernels' evidence, or the cause that ends it.
     fn run_workers(

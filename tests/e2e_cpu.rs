@@ -526,20 +526,12 @@ fn a_foreign_tree_runs_at_its_derived_small_size() {
         "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x + x\n",
     );
     let out = tmp.path().join("run");
-    let run = Command::new(env!("CARGO_BIN_EXE_kbench"))
-        .arg("eval")
-        .arg(tmp.path().join("sub"))
-        .arg("--tasks")
-        .arg(tmp.path().join("tree"))
-        .args(["--device", "cpu", "--scale", "small", "--trials", "2"])
-        .args(["--max-samples", "8"])
-        .arg("--python")
-        .arg(python())
-        .arg("--out")
-        .arg(&out)
-        .env("KBENCH_CACHE", root().join("target/kbench-test-cache"))
-        .output()
-        .expect("run kbench");
+    let tree = tmp.path().join("tree");
+    let run = eval(
+        &tmp.path().join("sub"),
+        &out,
+        &["--tasks", tree.to_str().unwrap()],
+    );
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(0), "{stderr}");
     let big = &evaluations(&out)["level1/1_Big.py"];
