@@ -391,6 +391,46 @@ def test_a_worker_of_inductors_compile_pool_only_warns():
     own.shutdown()
 
 
+def _ending_thread():
+    """A thread alive when the census is taken, and a way to end it during the 'call'."""
+    go = threading.Event()
+    leaving = threading.Thread(target=go.wait)
+    leaving.start()
+
+    def end():
+        go.set()
+        leaving.join()
+
+    return end
+
+
+def test_a_thread_ending_does_not_hide_a_new_one(release):
+    """A thread that ends during the call (a thread pool's worker exiting) and one the call
+    leaves running keep the count of threads the same: the census still finds the new one."""
+    end = _ending_thread()
+    census = runtime.Threads()
+    end()
+    _thread.start_new_thread(time.sleep, (0.5,))
+    time.sleep(0.05)
+    with pytest.raises(TamperError, match="forward left 1 Python thread"):
+        census.check()
+
+
+def test_a_new_thread_on_an_ended_threads_id_is_named(release):
+    """The OS gives a new thread the id of one that just ended: it is still new, and named."""
+    end = _ending_thread()
+    census = runtime.Threads()
+    end()
+
+    def offload():
+        release.wait()
+
+    threading.Thread(target=offload).start()
+    time.sleep(0.05)
+    with pytest.raises(TamperError, match="test_runtime_checks.py:offload"):
+        census.check()
+
+
 def test_a_finished_thread_is_fine():
     census = runtime.Threads()
     worker = threading.Thread(target=lambda: None)

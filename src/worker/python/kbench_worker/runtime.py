@@ -12,6 +12,7 @@ import ctypes
 import functools
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -67,25 +68,31 @@ def warm_thread_pools(device):
 
 
 class Threads:
-    """The Python threads and native threads alive before a call."""
+    """The threads alive before a call, held by the outermost frame of each (a frame object
+    lives as long as someone holds it, so no later thread can be mistaken for one of these even
+    where the OS reuses its id), the ``threading`` threads among them, and the native count."""
 
     def __init__(self):
         self.count = _thread._count()
-        self.frames = set(sys._current_frames())
+        self.roots = {id(root): root for root in map(_root, sys._current_frames().values())}
+        self.started = [t for t in threading.enumerate() if _started_by_thread_module(t)]
         self.native = _native_count()
 
     def check(self):
         """`runtime.thread_count`: a new Python thread still alive after forward returned can do
-        the work the timed call skipped. ``_thread._count`` also counts threads whose target is
-        a builtin (an extension's launch function), which have no Python frame to show. Threads
-        that torch or Triton started (inductor's compile pool) and new native threads only warn:
-        CUDA, cuBLAS and OpenMP start their own."""
+        the work the timed call skipped. A thread with a Python frame is new when its outermost
+        frame is none of those held; one whose target is a builtin (an extension's launch
+        function) has no frame to show and is found by ``_thread._count``, corrected for the
+        ``threading`` threads that ended meanwhile (a thread pool's worker exiting must not hide
+        a new one). Threads that torch or Triton started (inductor's compile pool) and new
+        native threads only warn: CUDA, cuBLAS and OpenMP start their own."""
         native = _native_count()
         if native is not None and self.native is not None and native > self.native:
             time.sleep(SETTLE_S)  # a Python thread counts itself once it holds the GIL
-        new = [f for tid, f in sys._current_frames().items() if tid not in self.frames]
+        new = [f for f in sys._current_frames().values() if id(_root(f)) not in self.roots]
         library = [f for f in new if _library_thread(f)]
-        unexplained = _thread._count() - self.count - len(library)
+        ended = sum(not t.is_alive() for t in self.started)
+        unexplained = _thread._count() - self.count + ended - len(library)
         if unexplained > 0:
             seen = [_entry(f) for f in new if not _library_thread(f)]
             where = ", ".join(seen[:4] + ["no Python frame"] * (unexplained > len(seen)))
@@ -95,6 +102,19 @@ class Threads:
             libs = f"{len(library)} torch/Triton thread(s) ({', '.join(map(_entry, library))}); " if library else ""
             return "warn", f"{libs}native threads {self.native} -> {native}"
         return "pass", f"no new thread ({native if native is not None else 'unknown'} native threads)"
+
+
+def _root(frame):
+    """A thread's outermost frame."""
+    while frame.f_back is not None:
+        frame = frame.f_back
+    return frame
+
+
+def _started_by_thread_module(thread):
+    """A running ``threading.Thread`` (counted by ``_thread._count``), not the main thread or a
+    thread that C code started and Python only registered."""
+    return thread.ident is not None and not isinstance(thread, (threading._MainThread, threading._DummyThread))
 
 
 def _native_count():
