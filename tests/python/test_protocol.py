@@ -173,3 +173,31 @@ def test_serve_answers_from_the_table_until_exit_or_a_fatal_error():
     channel = FakeChannel("fatal", "ok")
     serve(channel, table, failure)
     assert len(channel.replies) == 1 and channel.pending == [{"cmd": "ok"}], "a fatal error ends it"
+
+
+def test_worker_profile_is_written_after_each_request(tmp_path, monkeypatch):
+    """`KBENCH_WORKER_PROFILE=DIR`: each request runs under cProfile and the worker's profile so
+    far is on disk before its reply is sent (kbench ends a worker without waiting for it)."""
+    import pstats
+
+    from kbench_worker import protocol
+
+    monkeypatch.setenv("KBENCH_WORKER_PROFILE", str(tmp_path))
+    seen = []
+
+    def busy(req):
+        return {"n": sum(range(10_000))}
+
+    class Channel:
+        def requests(self):
+            yield {"cmd": "busy"}
+            yield {"cmd": "exit"}
+
+        def reply(self, body):
+            seen.append((body, sorted(p.name for p in tmp_path.glob("*.prof"))))
+
+    protocol.serve(Channel(), {"busy": busy}, failure=None)
+    (body, files), = seen
+    assert body == {"ok": True, "n": 49_995_000} and len(files) == 1, seen
+    functions = {name for _, _, name in pstats.Stats(str(tmp_path / files[0])).stats}
+    assert "busy" in functions, functions

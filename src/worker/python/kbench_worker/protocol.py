@@ -47,6 +47,9 @@ def serve(channel, commands, failure):
     """Answer kbench's requests from one role's table (``commands``: command -> handler taking
     the request and returning the reply's body) until ``exit``. A handler that raises is answered
     with ``failure(cmd, exc)``, an error record; a fatal one ends the worker."""
+    profiled = _profiler()
+    if profiled is not None:
+        commands = {cmd: profiled(handler) for cmd, handler in commands.items()}
     for req in channel.requests():
         cmd = req.get("cmd")
         if cmd == "exit":
@@ -63,6 +66,33 @@ def serve(channel, commands, failure):
             channel.reply({"ok": False, "error": record})
             if record["fatal"]:
                 return
+
+
+def _profiler():
+    """``KBENCH_WORKER_PROFILE=DIR`` (a diagnosis of where an evaluation's time goes, in a run
+    with ``--sandbox off``, which lets the worker write there): each request's handler runs under
+    cProfile, and the worker's profile so far is written to ``DIR/<role>-<pid>.prof`` after every
+    request (kbench ends a worker without waiting). None when unset."""
+    directory = os.environ.get("KBENCH_WORKER_PROFILE")
+    if not directory:
+        return None
+    import cProfile
+    import sys
+
+    profile = cProfile.Profile()
+    role = os.path.basename(sys.argv[1]) if len(sys.argv) > 1 else "worker"
+    path = os.path.join(directory, f"{role}-{os.getpid()}.prof")
+
+    def wrap(handler):
+        def profiled(req):
+            try:
+                return profile.runcall(handler, req)
+            finally:
+                profile.dump_stats(path)
+
+        return profiled
+
+    return wrap
 
 
 def sign(key, line):
