@@ -5,7 +5,7 @@
 (either may be gzipped: a name ending in .gz)
 
 Prints Markdown: decision labels (an identity must be SAME), the CI half-widths, the
-evaluations that were not SAME, the wall-time split, and, given a `--mode kernelbench` run of
+evaluations that were not SAME, the wall-time split and each evaluation's fixed cost, and, given a `--mode kernelbench` run of
 the same submissions, the two modes side by side on the tasks both evaluated (upstream's
 statistic is the ratio of means; its spread is what the calibration shows). Standard library only.
 """
@@ -113,6 +113,41 @@ def walltime(evals):
     )
 
 
+def least_squares(rows, ys):
+    """Coefficients of the least-squares fit ys ~ rows (normal equations; a few columns)."""
+    k = len(rows[0])
+    a = [[sum(r[i] * r[j] for r in rows) for j in range(k)] + [sum(r[i] * y for r, y in zip(rows, ys))] for i in range(k)]
+    for i in range(k):
+        p = max(range(i, k), key=lambda r: abs(a[r][i]))
+        a[i], a[p] = a[p], a[i]
+        for r in range(k):
+            if r != i:
+                f = a[r][i] / a[i][i]
+                a[r] = [x - f * y for x, y in zip(a[r], a[i])]
+    return [a[i][k] / a[i][i] for i in range(k)]
+
+
+def fixed_costs(evals):
+    """What each timed evaluation costs whatever its kernels: the correctness phase fitted as a
+    fixed part plus a multiple of the forward's time (trials, perturbations, float64 runs), the
+    timing phase as a fixed part plus the sampled device time and a cost per sample; the load
+    and the rest (the profile, ending the workers) by their medians."""
+    timed = [e for e in evals.values() if e.get("timing") and e["phases"].get("timing_s")]
+    if len(timed) < 10:
+        return
+    forward = [e["timing"]["reference"]["median_ms"] / 1e3 for e in timed]
+    samples = [len(e["timing"]["reference"]["samples_ms"]) + len(e["timing"]["candidate"]["samples_ms"]) for e in timed]
+    c0, c1 = least_squares([[1.0, m] for m in forward], [e["phases"]["correctness_s"] for e in timed])
+    t0, t1, t2 = least_squares([[1.0, n * m, n] for n, m in zip(samples, forward)], [e["phases"]["timing_s"] for e in timed])
+    rest = [e["seconds"] - sum(e["phases"].get(k) or 0.0 for k in ("load_s", "correctness_s", "timing_s", "gpu_wait_s")) for e in timed]
+    sampled = sum(n * m for n, m in zip(samples, forward))
+    print(f"\nPer timed evaluation ({len(timed)}), least-squares fits over them:")
+    print(f"- correctness: {c0:.2f} s fixed + {c1:.0f} forwards' time (all: {len(timed) * c0:.0f} s fixed, {c1 * sum(forward):.0f} s forwards)")
+    print(f"- timing: {t0:.2f} s fixed + {t1:.2f} x the sampled device time + {1e3 * t2:.1f} ms per sample"
+          f" (all: {len(timed) * t0:.0f} s fixed, {sampled:.0f} s sampled device time, {sum(samples)} samples)")
+    print(f"- load: median {statistics.median(e['phases']['load_s'] for e in timed):.2f} s; the rest: median {statistics.median(rest):.2f} s")
+
+
 def side_by_side(offline, kernelbench):
     both = sorted(set(offline) & set(kernelbench))
     rows = [(f, offline[f].get("timing"), kernelbench[f].get("timing")) for f in both]
@@ -143,6 +178,7 @@ def main():
     exceptions(timed, untimed)
     process_checks(timed)
     walltime(offline)
+    fixed_costs(offline)
     if len(sys.argv) == 3:
         side_by_side(offline, load(sys.argv[2])[0])
 
