@@ -392,21 +392,24 @@ def test_a_worker_of_inductors_compile_pool_only_warns():
 
 
 def _ending_thread():
-    """A thread alive when the census is taken, and a way to end it during the 'call'."""
-    go = threading.Event()
-    leaving = threading.Thread(target=go.wait)
-    leaving.start()
+    """A thread with no Python frame (a builtin target, which only the interpreter's thread
+    states show), alive when the census is taken, and a way to end it during the 'call'."""
+    held = _thread.allocate_lock()
+    held.acquire()
+    _thread.start_new_thread(held.acquire, ())
+    time.sleep(0.05)
 
     def end():
-        go.set()
-        leaving.join()
+        held.release()  # the thread's acquire returns, and the thread ends
+        time.sleep(0.05)
 
     return end
 
 
 def test_a_thread_ending_does_not_hide_a_new_one(release):
-    """A thread that ends during the call (a thread pool's worker exiting) and one the call
-    leaves running keep the count of threads the same: the census still finds the new one."""
+    """A thread that ends during the call and one the call leaves running keep the count of
+    threads the same (a submission can end last call's thread in this one): the census still
+    finds the new one."""
     end = _ending_thread()
     census = runtime.Threads()
     end()

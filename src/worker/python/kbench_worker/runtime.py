@@ -12,7 +12,6 @@ import ctypes
 import functools
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -68,31 +67,34 @@ def warm_thread_pools(device):
 
 
 class Threads:
-    """The threads alive before a call, held by the outermost frame of each (a frame object
-    lives as long as someone holds it, so no later thread can be mistaken for one of these even
-    where the OS reuses its id), the ``threading`` threads among them, and the native count."""
+    """The Python threads alive before a call, by the interpreter's ids of their thread states
+    (unique for the process's life, where the OS and ``threading`` reuse a thread's id), with
+    each one's outermost frame held (so a thread with a Python frame is told new from old by
+    that frame object), and the native count."""
 
     def __init__(self):
         self.count = _thread._count()
+        self.states = _thread_states()
         self.roots = {id(root): root for root in map(_root, sys._current_frames().values())}
-        self.started = [t for t in threading.enumerate() if _started_by_thread_module(t)]
         self.native = _native_count()
 
     def check(self):
         """`runtime.thread_count`: a new Python thread still alive after forward returned can do
-        the work the timed call skipped. A thread with a Python frame is new when its outermost
-        frame is none of those held; one whose target is a builtin (an extension's launch
-        function) has no frame to show and is found by ``_thread._count``, corrected for the
-        ``threading`` threads that ended meanwhile (a thread pool's worker exiting must not hide
-        a new one). Threads that torch or Triton started (inductor's compile pool) and new
-        native threads only warn: CUDA, cuBLAS and OpenMP start their own."""
+        the work the timed call skipped; one whose target is a builtin (an extension's launch
+        function) has no frame to show, yet has a thread state. New thread states are counted
+        up to what ``_thread._count`` allows (it counts the threads ``_thread`` started, not the
+        states C code makes for its own threads calling into Python), so a thread ending during
+        the call hides no new one. Threads that torch or Triton started (inductor's compile
+        pool) and new native threads only warn: CUDA, cuBLAS and OpenMP start their own."""
         native = _native_count()
         if native is not None and self.native is not None and native > self.native:
             time.sleep(SETTLE_S)  # a Python thread counts itself once it holds the GIL
+        states = _thread_states()
+        started = len(states - self.states)
+        ended = len(self.states - states)
         new = [f for f in sys._current_frames().values() if id(_root(f)) not in self.roots]
         library = [f for f in new if _library_thread(f)]
-        ended = sum(not t.is_alive() for t in self.started)
-        unexplained = _thread._count() - self.count + ended - len(library)
+        unexplained = min(started, _thread._count() - self.count + ended) - len(library)
         if unexplained > 0:
             seen = [_entry(f) for f in new if not _library_thread(f)]
             where = ", ".join(seen[:4] + ["no Python frame"] * (unexplained > len(seen)))
@@ -104,17 +106,38 @@ class Threads:
         return "pass", f"no new thread ({native if native is not None else 'unknown'} native threads)"
 
 
+def _thread_states():
+    """The ids of the interpreter's thread states (``PyThreadState_GetID``), read with the GIL
+    held."""
+    api = ctypes.pythonapi
+    ids = set()
+    state = api.PyInterpreterState_ThreadHead(api.PyInterpreterState_Get())
+    while state:
+        ids.add(api.PyThreadState_GetID(state))
+        state = api.PyThreadState_Next(state)
+    return ids
+
+
+def _declare_thread_state_api():
+    api = ctypes.pythonapi
+    api.PyInterpreterState_Get.restype = ctypes.c_void_p
+    api.PyInterpreterState_Get.argtypes = []
+    api.PyInterpreterState_ThreadHead.restype = ctypes.c_void_p
+    api.PyInterpreterState_ThreadHead.argtypes = [ctypes.c_void_p]
+    api.PyThreadState_Next.restype = ctypes.c_void_p
+    api.PyThreadState_Next.argtypes = [ctypes.c_void_p]
+    api.PyThreadState_GetID.restype = ctypes.c_uint64
+    api.PyThreadState_GetID.argtypes = [ctypes.c_void_p]
+
+
+_declare_thread_state_api()
+
+
 def _root(frame):
     """A thread's outermost frame."""
     while frame.f_back is not None:
         frame = frame.f_back
     return frame
-
-
-def _started_by_thread_module(thread):
-    """A running ``threading.Thread`` (counted by ``_thread._count``), not the main thread or a
-    thread that C code started and Python only registered."""
-    return thread.ident is not None and not isinstance(thread, (threading._MainThread, threading._DummyThread))
 
 
 def _native_count():
