@@ -80,6 +80,8 @@ commands! {
     TimeSetup(TimeSetup);
     /// One block of timed calls.
     Time(Time);
+    /// The candidate's process-state checks once timing is done.
+    State(State);
     /// One profiled call.
     Profile(Profile);
     /// The task inspector's facts of a task.
@@ -111,12 +113,15 @@ fn is_false(value: &bool) -> bool {
     !*value
 }
 
-/// Requests with no fields: `ping`, `exit`, `probe`, `ceilings`.
+/// Requests with no fields: `ping`, `exit`, `state`, `probe`, `ceilings`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Ping {}
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Exit {}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct State {}
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Probe {}

@@ -540,6 +540,25 @@ def test_tf32_switched_on_at_import_is_reset(tmp_path):
     assert runtime._tf32_on() == []
 
 
+def test_tf32_switched_on_while_timed_is_seen_by_the_state_checks(tmp_path):
+    """The candidate's timed requests carry no checks (they must cost what the reference's
+    cost); the `state` request after timing sees a switch a timed call left on."""
+    body = """
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            torch.backends.cuda.matmul.allow_tf32 = True
+            return torch.relu(x)
+    """
+    from kbench_worker.candidate import Session
+
+    session = Session(channel=None)
+    session.candidate = make_candidate(tmp_path, body)
+    session.time({"cmd": "time_setup", "mode": "offline", "seed": 3, "cycles_per_us": 1980})
+    assert "checks" not in session.time({"cmd": "time", "n": 2})
+    assert names(session.state({"cmd": "state"})["checks"])["precision.tf32_flags"] == "warn"
+    assert runtime._tf32_on() == []
+
+
 # -- profile.library_share: which kernels are the submission's ---------------------------------
 
 DEFINED = {"relu_kernel", "add_kernel", "Kernel2", "gemv2T_kernel_val", "triton_poi_fused_relu_0"}
@@ -689,7 +708,8 @@ def test_the_control_arm_times_the_tasks_reference_in_the_candidates_process(tmp
     session.perturb({"seed": 5})
     setup = {"cmd": "time_setup", "arm": "control", "mode": "offline", "seed": 3, "cycles_per_us": 1980}
     warm = session.time(setup)
-    assert warm["calls"] >= 1 and "checks" in warm
+    # The timed requests do the reference worker's work only: the state checks come apart.
+    assert warm["calls"] >= 1 and "checks" not in warm
     control = session.candidate.control.model
     assert type(control).__name__ == "Model"
     x = torch.randn(4, 8)
@@ -697,6 +717,6 @@ def test_the_control_arm_times_the_tasks_reference_in_the_candidates_process(tmp
         # Built and perturbed as the reference worker's model is.
         assert torch.equal(control(x), reference.model(x))
     reply = session.time({"cmd": "time", "arm": "control", "n": 3})
-    assert len(reply["samples_ms"]) == 3
+    assert len(reply["samples_ms"]) == 3 and "checks" not in reply
     # The candidate's own arm is untouched and still times ModelNew.
     assert session.candidate.timed is None
