@@ -11,6 +11,7 @@ anything else is `not_reproduced`, its reason the cause.
 """
 
 import collections
+import gzip
 import json
 import re
 import sys
@@ -38,7 +39,9 @@ def clip(text):
 
 
 def main():
-    record = json.load(open(sys.argv[1]))
+    path = sys.argv[1]
+    with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as f:
+        record = json.load(f)
     title = sys.argv[2] if len(sys.argv) > 2 else "kbench against published results"
     published = {row["submission"]: row["speedup"] for row in (record.get("published") or {}).get("rows", []) if row["submission"]}
     rows = []

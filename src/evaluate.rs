@@ -25,7 +25,8 @@ use crate::taskfacts::TaskFacts;
 use crate::timing::{self, Failed};
 use crate::verdict::{Cause, KernelEvidence, ReferenceStep, Verdict};
 use crate::worker::request::{
-    self, CheckOutputs, Command, Compile, Load, Perturb, Ping, Profile, TimedCheck, Variant, Warm,
+    self, CheckOutputs, Command, Compile, Load, Perturb, Ping, Profile, State, TimedCheck, Variant,
+    Warm,
 };
 use crate::worker::{ErrorKind, Failure, Reply, Spawn, Worker};
 
@@ -97,6 +98,7 @@ impl Exchange {
 const TIMING_STREAM: u64 = 0;
 const PERTURB_STREAM: u64 = u64::MAX;
 const PROFILE_STREAM: u64 = u64::MAX - 1;
+const STATE_STREAM: u64 = u64::MAX - 3;
 /// `inputs.distribution_perturbation`: the scaled variant multiplies the inputs by this.
 const SCALE_FACTOR: f64 = 8.0;
 /// `inputs.mean_shift`: inputs offset by this many of their standard deviations (fp32 keeps
@@ -760,9 +762,10 @@ impl Python<'_> {
         }
     }
 
-    /// After timing: one profiled call (`profile.library_share` last, since profiling leaves
-    /// state behind in the process it ran in), whether the reported kernels ran
-    /// (`kernels.mapped`), and the kernels' evidence that decides the verdict. Ends both workers.
+    /// After timing: the candidate's checks (`State`), one profiled call (`profile.library_share`
+    /// last, since profiling leaves state behind in the process it ran in), whether the reported
+    /// kernels ran (`kernels.mapped`), and the kernels' evidence that decides the verdict. Ends
+    /// both workers.
     fn judge_profiled(
         &self,
         task: &Task,
@@ -773,6 +776,15 @@ impl Python<'_> {
         eval: &mut Evaluation,
     ) -> Result<KernelEvidence, Failed> {
         let cfg = self.config;
+        // The candidate's state checks, outside every timed request (the wall envelope compares
+        // them with the reference's), and its outputs' independence once it has warmed up.
+        let state = State {
+            seed: derive_seed(cfg.seed, STATE_STREAM),
+            forward_seed: derive_seed(cfg.seed, STATE_STREAM - 1),
+        };
+        for check in ask(&mut candidate, state, cfg.timeouts.call)?.checks {
+            merge_check(&mut eval.checks, check);
+        }
         let profiled = ask(&mut candidate, self.profile_request(), cfg.timeouts.call)?;
         for check in profiled.checks {
             merge_check(&mut eval.checks, check);

@@ -21,7 +21,7 @@ use crate::record::{
 };
 use crate::stats;
 use crate::verdict::{Cause, ReferenceStep};
-use crate::worker::request::{Command, State, Time, TimeSetup, TimingArm, TimingMode};
+use crate::worker::request::{Command, Time, TimeSetup, TimingArm, TimingMode};
 use crate::worker::{ErrorKind, Reply, Worker};
 
 /// Why timing (or another phase of an evaluation) ended early: the cause that decides the
@@ -257,18 +257,6 @@ impl Command for Time {
     type Reply = Timed;
 }
 
-/// The candidate's checks of its process state once timing is done (e.g. the L2 persisting
-/// limit), asked for apart from the timed requests so that those do the reference's work only.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct StateChecks {
-    pub checks: Vec<Check>,
-}
-
-impl Command for State {
-    type Reply = StateChecks;
-}
-
 impl Session<'_> {
     fn worker(&mut self, arm: usize) -> &mut Worker {
         if arm == CANDIDATE || arm == CONTROL {
@@ -366,10 +354,6 @@ impl Session<'_> {
             Mode::Server => self.server(),
             Mode::Offline => self.offline(checks, timed_check),
         }?;
-        let state = self.ask(CANDIDATE, State {}, self.config.timeouts.call)?;
-        for check in state.checks {
-            merge_check(checks, check);
-        }
         timing.cpu = self.cpu;
         Ok(timing)
     }
@@ -1180,7 +1164,8 @@ fn median_or_zero(values: &[f64]) -> f64 {
 /// more per sample than cuBLAS's reference); on a busy CPU an honest candidate showed 10.7 ms
 /// more per sample than its reference. The candidate's state checks once ran in each of its
 /// timing requests: 0.75 ms more per request than the reference's on an H100 (four identity
-/// runs), which charged an honest level1/21 to 0.91; they are asked for after timing. Here:
+/// runs), which charged an honest level1/21 to 0.91; they are asked for after timing (`State`,
+/// in evaluate.rs). Here:
 /// each arm's median wall time per sample beyond its reported time, and how much more the
 /// candidate's may be; what it exceeds that by is charged to its samples (`charged`).
 struct Envelope {

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use crate::record::Check;
 use crate::verdict::BuildFailure;
 use crate::worker::request::{
-    CheckOutputs, Command, Compile, Load, Perturb, Profile, TimedCheck, Trial, Warm,
+    CheckOutputs, Command, Compile, Load, Perturb, Profile, State, TimedCheck, Trial, Warm,
 };
 
 /// What the compile pool built: whether ModelNew exists, its kernels, how far warming it got.
@@ -64,6 +64,17 @@ impl Command for Trial {
 
 impl Command for TimedCheck {
     type Reply = Shipped;
+}
+
+/// The candidate's checks after timing.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Stated {
+    pub checks: Vec<Check>,
+}
+
+impl Command for State {
+    type Reply = Stated;
 }
 
 /// The reference's comparison.

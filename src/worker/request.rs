@@ -80,7 +80,7 @@ commands! {
     TimeSetup(TimeSetup);
     /// One block of timed calls.
     Time(Time);
-    /// The candidate's process-state checks once timing is done.
+    /// The candidate's checks once timing is done.
     State(State);
     /// One profiled call.
     Profile(Profile);
@@ -113,15 +113,20 @@ fn is_false(value: &bool) -> bool {
     !*value
 }
 
-/// Requests with no fields: `ping`, `exit`, `state`, `probe`, `ceilings`.
+/// Requests with no fields: `ping`, `exit`, `probe`, `ceilings`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Ping {}
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Exit {}
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct State {}
+/// After timing: the candidate's process-state checks, and `outputs.independence` again on the
+/// inputs of `seed` (a module may return one static output only once it has warmed up).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct State {
+    pub seed: u64,
+    pub forward_seed: u64,
+}
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Probe {}

@@ -104,6 +104,34 @@ def test_a_build_failed_in_the_pool_fails_the_same_in_the_gpu_worker_without_com
     assert causes == {"extension 'relu' failed to build: main.cpp:7:32: error: cannot convert 'float*' to 'int*' in initialization"}
 
 
+def test_a_failed_build_into_a_folder_of_its_own_is_remembered(tmp_path, monkeypatch):
+    """A load with its own `build_directory` leaves TORCH_EXTENSIONS_DIR unmade (torch makes it
+    only for builds of its own): the pool's failure is remembered there all the same (on an H100,
+    four CUDA-L1 kernels built their failing extension again in the GPU slot, 23-96 s each)."""
+    import torch.utils.cpp_extension as cpp_extension
+
+    from kbench_worker import kernels
+
+    calls = []
+
+    def failing_load_inline(*args, **kwargs):
+        calls.append(kwargs["name"])
+        raise RuntimeError(GCC)
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "builds" / "torch_extensions"))
+    monkeypatch.setattr(cpp_extension, "load_inline", failing_load_inline)
+    monkeypatch.setattr(kernels, "_failed", [])
+    kernels.watch_extensions()
+    load = {"name": "relu", "cpp_sources": "int f();", "build_directory": "cuda_extensions"}
+    monkeypatch.setattr(kernels, "remember", True)  # the compile pool
+    with pytest.raises(RuntimeError):
+        cpp_extension.load_inline(**load)
+    monkeypatch.setattr(kernels, "remember", False)  # the GPU worker
+    with pytest.raises(RuntimeError, match="Error building extension 'relu'"):
+        cpp_extension.load_inline(**load)
+    assert calls == ["relu"], "the pool's failure is raised again, nothing compiled"
+
+
 def test_builds_run_quietly_unless_verbose_is_passed_by_position(monkeypatch):
     import torch.utils.cpp_extension as cpp_extension
 

@@ -555,8 +555,37 @@ def test_tf32_switched_on_while_timed_is_seen_by_the_state_checks(tmp_path):
     session.candidate = make_candidate(tmp_path, body)
     session.time({"cmd": "time_setup", "mode": "offline", "seed": 3, "cycles_per_us": 1980})
     assert "checks" not in session.time({"cmd": "time", "n": 2})
-    assert names(session.state({"cmd": "state"})["checks"])["precision.tf32_flags"] == "warn"
+    assert names(session.state({"cmd": "state", "seed": 7, "forward_seed": 8})["checks"])["precision.tf32_flags"] == "warn"
     assert runtime._tf32_on() == []
+
+
+def test_a_static_output_handed_out_once_warm_is_caught_after_timing(tmp_path):
+    """A module that returns one preallocated output only after some calls (as a CUDA graph
+    captured after a warm-up does) passes the first trial's independence check; the check after
+    timing, when it is warm, finds the shared storage."""
+    body = """
+    class ModelNew(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.calls, self.out = 0, None
+        def forward(self, x):
+            self.calls += 1
+            if self.calls <= 3:
+                return torch.relu(x)
+            if self.out is None:
+                self.out = torch.empty_like(x)
+            return torch.clamp(x, min=0, out=self.out)
+    """
+    from kbench_worker.candidate import Session
+
+    session = Session(channel=None)
+    session.candidate = make_candidate(tmp_path, body)
+    reply, _ = trial(session.candidate, tmp_path, deep=True)
+    assert names(reply["checks"])["outputs.independence"] == "pass"
+    session.time({"cmd": "time_setup", "mode": "offline", "seed": 3, "cycles_per_us": 1980})
+    session.time({"cmd": "time", "n": 2})
+    with pytest.raises(harness.OutputCheckError, match="outputs.independence: forward returns the same output storage"):
+        session.state({"cmd": "state", "seed": 7, "forward_seed": 8})
 
 
 # -- profile.library_share: which kernels are the submission's ---------------------------------

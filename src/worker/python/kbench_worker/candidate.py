@@ -144,13 +144,25 @@ class Candidate:
         found = reply["profile"] = profile.summarize(times, self.defined, busy_ms)
         return "pass", f"library kernels {found['library_share']:.0%} of {found['total_ms']:.3f} ms GPU time"
 
-    def state_checks(self):
-        """The process-state checks after the timed calls: a switch flipped while timed."""
+    def after_timing(self, req):
+        """The checks once timing is done: the process state (a switch flipped while timed), and
+        `outputs.independence` again, since a module may hand out one static output (a CUDA
+        graph's) only once it has warmed up, after the trials' calls. The timed input sets are
+        let go first: the calls need the room."""
+        self.shared = self.timed = self.control = None
+        harness.release_memory(self.device)
         log = checks.Log()
         if self.cuda:
             log.run("runtime.l2_persist_limit", self.l2.check)
         log.run("precision.tf32_flags", runtime.tf32_flags)
+        log.run("outputs.independence", _unless_oom, self.warm_independence, req, log)
+        harness.release_memory(self.device)
         return log.entries()
+
+    def warm_independence(self, req, log):
+        inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision)
+        first = self.call(inputs, req["forward_seed"], poison.NAN, log)
+        return self.independence(req, outputs.tensors(first), log)
 
     def time(self, req):
         """The candidate's arm by default; ``arm: control`` times the task's own reference in
@@ -243,9 +255,10 @@ class Session:
         return self.candidate.time(req)
 
     def state(self, req):
-        """The process-state checks once timing is done, outside every timed request."""
+        """The checks once timing is done, outside every timed request."""
+        reply = {"checks": self.candidate.after_timing(req)}
         verify(self.candidate)
-        return {"checks": self.candidate.state_checks()}
+        return reply
 
     def timed_check(self, req):
         reply = self.candidate.timed_check(req)

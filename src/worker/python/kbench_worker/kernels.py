@@ -97,7 +97,8 @@ def _remember_failure(path, exc):
     if not remember or path is None or path.exists() or "Error building extension" not in str(exc):
         return
     try:
-        path.parent.mkdir(exist_ok=True)
+        # With a `build_directory` of its own, torch never makes TORCH_EXTENSIONS_DIR itself.
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(str(exc))
     except OSError:
         pass
