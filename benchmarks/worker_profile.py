@@ -33,7 +33,7 @@ def main():
         ):
             out = io.StringIO()
             stats.stream = out
-            stats.sort_stats(order).print_stats(pattern, args.top) if pattern else stats.sort_stats(order).print_stats(args.top)
+            stats.sort_stats(order).print_stats(*([pattern] if pattern else []), args.top)
             table = out.getvalue()
             print(f"### {title}\n\n```\n{table[table.find('   ncalls'):].rstrip()}\n```\n")
 

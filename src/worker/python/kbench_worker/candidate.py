@@ -156,7 +156,6 @@ class Candidate:
             log.run("runtime.l2_persist_limit", self.l2.check)
         log.run("precision.tf32_flags", runtime.tf32_flags)
         log.run("outputs.independence", _unless_oom, self.warm_independence, req, log)
-        harness.release_memory(self.device)
         return log.entries()
 
     def warm_independence(self, req, log):

@@ -96,7 +96,7 @@ class Threads:
         library = [f for f in new if _library_thread(f)]
         unexplained = min(started, _thread._count() - self.count + ended) - len(library)
         if unexplained > 0:
-            seen = [_entry(f) for f in new if not _library_thread(f)]
+            seen = [_entry(f) for f in new if not any(f is lib for lib in library)]
             where = ", ".join(seen[:4] + ["no Python frame"] * (unexplained > len(seen)))
             raise TamperError(f"runtime.thread_count: forward left {unexplained} Python thread(s) running ({where})")
         grown = native - self.native if native is not None and self.native is not None else 0
