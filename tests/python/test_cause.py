@@ -132,16 +132,61 @@ def test_a_failed_build_into_a_folder_of_its_own_is_remembered(tmp_path, monkeyp
     assert calls == ["relu"], "the pool's failure is raised again, nothing compiled"
 
 
-def test_builds_run_quietly_unless_verbose_is_passed_by_position(monkeypatch):
+def test_builds_run_quietly_whatever_the_submission_asked(monkeypatch):
     import torch.utils.cpp_extension as cpp_extension
 
     from kbench_worker import kernels
 
     seen = []
-    monkeypatch.setattr(cpp_extension, "load", lambda *args, **kwargs: seen.append((args, kwargs)))
+    monkeypatch.setattr(cpp_extension, "load", lambda **kwargs: seen.append(kwargs))
     monkeypatch.setattr(cpp_extension, "load_inline", cpp_extension.load_inline)
+    monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
     kernels.watch_extensions()
     cpp_extension.load("a", ["a.cpp"], verbose=True)
-    positional = ("b", ["b.cpp"], None, None, None, None, None, True)
-    cpp_extension.load(*positional)
-    assert seen == [(("a", ["a.cpp"]), {"verbose": False}), (positional, {})]
+    cpp_extension.load("b", ["b.cpp"], None, None, None, None, None, None, True)  # verbose by position
+    assert seen == [
+        {"name": "a", "sources": ["a.cpp"], "verbose": False},
+        {"name": "b", "sources": ["b.cpp"], "extra_cflags": None, "extra_cuda_cflags": None, "extra_sycl_cflags": None,
+         "extra_ldflags": None, "extra_include_paths": None, "verbose": False},
+    ]
+
+
+def test_sources_written_at_run_time_build_where_the_pool_built_them(tmp_path, monkeypatch):
+    """A submission that writes its sources when it runs, into a temporary folder of its own,
+    hands torch the same files in the pool and in the GPU worker, no newer than the pool's
+    build, and neither builds in its own `build_directory` (on an H100, four CUDA-L1 kernels
+    compiled again in the GPU slot, 20-69 s each)."""
+    import os
+
+    import torch.utils.cpp_extension as cpp_extension
+
+    from kbench_worker import kernels
+
+    seen = []
+    monkeypatch.setattr(cpp_extension, "load", lambda **kwargs: seen.append(kwargs))
+    monkeypatch.setattr(cpp_extension, "load_inline", cpp_extension.load_inline)
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "torch_extensions"))
+    kernels.watch_extensions()
+
+    def submission(folder):
+        folder.mkdir()
+        (folder / "op.cu").write_text("__global__ void k() {}\n")
+        (folder / "op.cpp").write_text('#include <torch/extension.h>\n#include "missing.h"\n')
+        cpp_extension.load(name="op", sources=[str(folder / "op.cpp"), str(folder / "op.cu")], build_directory=str(folder))
+
+    submission(tmp_path / "pool-tmp")
+    copies = seen[0]["sources"]
+    assert [os.path.basename(c) for c in copies] == ["op.cpp", "op.cu"]
+    assert all(c.startswith(str(tmp_path / "torch_extensions" / ".kbench-sources")) for c in copies)
+    assert "build_directory" not in seen[0]
+    times = [os.stat(c).st_mtime_ns for c in copies]
+    os.utime(copies[0], ns=(1, 1))
+    submission(tmp_path / "slot-tmp")
+    assert seen[1]["sources"] == copies, "the same files, wherever the submission wrote them"
+    assert os.stat(copies[0]).st_mtime_ns == 1 and os.stat(copies[1]).st_mtime_ns == times[1], "written once"
+
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "op.h").write_text("int f();\n")
+    (tmp_path / "other" / "op.cpp").write_text('#include "op.h"\n')
+    cpp_extension.load("op2", [str(tmp_path / "other" / "op.cpp")])
+    assert seen[2]["sources"] == [str(tmp_path / "other" / "op.cpp")], "a source that includes a file beside it stays"

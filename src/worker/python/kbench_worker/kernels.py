@@ -5,12 +5,20 @@ built: a torch C++/CUDA extension (cpp_extension.load / load_inline), a Triton k
 kernel. A correct submission with none of them is pure PyTorch: verdict `no_kernel`. A build
 that raised is kept too, with where it ran (import, `__init__`, forward) and its first error
 line: a module that caught it and fell back to PyTorch is `no_kernel` for that reason. Builds
-run with `verbose=False` whatever the submission asked (unless it passes it by position): only
-then does torch put the compiler's output into the error it raises.
+run with `verbose=False` whatever the submission asked: only then does torch put the compiler's
+output into the error it raises.
 
 It also records which loads compiled something in this process (ninja ran a step under
 TORCH_EXTENSIONS_DIR) rather than loading what the compile pool had built: the build record's
 `pool_compiled` and `slot_compiled`.
+
+Every load builds where the compile pool's build is found again: in TORCH_EXTENSIONS_DIR, never
+in a `build_directory` of the submission's own (commonly a temporary folder, private to the
+pool's sandbox). `load`'s sources are handed to torch as copies named by their contents (under
+TORCH_EXTENSIONS_DIR/.kbench-sources, written once), unless one includes a file beside it: a
+submission that writes its sources when it runs, into a temporary folder or
+its working folder, otherwise gives ninja newer or other files than the pool built, and the GPU
+slot compiles again (on an H100, four CUDA-L1 kernels spent 20-69 s of the slot on it).
 
 A build that failed in the compile pool is not compiled again on the GPU: the pool leaves its
 error text in the build folder, keyed by the load's arguments, and the same load in the GPU
@@ -20,7 +28,9 @@ architecture are not remembered: the pool has no GPU to resolve it.
 """
 
 import hashlib
+import inspect
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -53,13 +63,14 @@ def watch_extensions():
             continue
 
         def wrapped(*args, __original=original, __name=name, **kwargs):
-            ext = kwargs.get("name", args[0] if args else "?")
+            kwargs = _arguments(__name, args, kwargs)
+            ext = kwargs.get("name", "?")
             before = _ninja_steps()
-            remembered = _failure_file(__name, args, kwargs)
+            remembered = _failure_file(__name, kwargs)
             try:
                 if remembered is not None and remembered.is_file():
                     raise RuntimeError(remembered.read_text(errors="replace"))
-                module = __original(*args, **{**kwargs, **_quiet(args)})
+                module = __original(**kwargs)
             except BaseException as exc:
                 why = cause.build_message(exc) if cause.is_build_failure(exc) else cause.line(exc)
                 _failed.append({"extension": str(ext), "phase": phase, "cause": why})
@@ -74,19 +85,55 @@ def watch_extensions():
         setattr(cpp_extension, name, wrapped)
 
 
-def _quiet(args):
-    """`verbose=False` for a load whose arguments do not already reach it (load's 8th, and
-    load_inline's 10th, positional parameter): quiet, torch puts the compiler's output into the
-    error it raises."""
-    return {"verbose": False} if len(args) < 7 else {}
+# The loaders' parameters in order, from this torch (the submission may pass any by position).
+_PARAMETERS = {name: list(inspect.signature(getattr(cpp_extension, name)).parameters) for name in ("load", "load_inline")}
 
 
-def _failure_file(loader, args, kwargs):
-    """Where a failed build of this load is remembered, or None (no build folder, or flags that
-    depend on the machine's GPU). Its own build folder is not part of the key: submissions put
-    it beside their file, and the pool and the GPU worker see the file in different places."""
+def _arguments(loader, args, kwargs):
+    """The load's arguments as keywords, as kbench runs it: quiet (only then does torch put the
+    compiler's output into the error it raises), in TORCH_EXTENSIONS_DIR rather than a build
+    folder of its own, and `load`'s sources as copies named by their contents."""
+    kwargs = {**dict(zip(_PARAMETERS[loader], args)), **kwargs, "verbose": False}
+    kwargs.pop("build_directory", None)
     root = os.environ.get("TORCH_EXTENSIONS_DIR")
-    text = repr((loader, args, sorted((k, v) for k, v in kwargs.items() if k != "build_directory")))
+    sources = kwargs.get("sources")
+    sources = [sources] if isinstance(sources, (str, os.PathLike)) else sources
+    if loader == "load" and root and isinstance(sources, (list, tuple)) and all(_standalone(s) for s in sources):
+        kwargs["sources"] = [_by_contents(Path(root), Path(s)) for s in sources]
+    return kwargs
+
+
+def _standalone(source):
+    """Whether `source` is a file that includes no file beside it (a copy elsewhere builds the
+    same)."""
+    path = Path(source) if isinstance(source, (str, os.PathLike)) else None
+    if path is None or not path.is_file():
+        return False
+    quoted = re.findall(r'^\s*#\s*include\s*"([^"]+)"', path.read_text(errors="replace"), re.MULTILINE)
+    return not any((path.parent / name).exists() for name in quoted)
+
+
+def _by_contents(root, source):
+    """A copy of `source` named by its contents, written only if absent (an older copy keeps the
+    time the pool's build saw); `source` itself where the copy cannot be written."""
+    data = source.read_bytes()
+    copy = root / ".kbench-sources" / hashlib.sha256(data).hexdigest()[:32] / source.name
+    try:
+        if not copy.is_file():
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            partial = copy.with_name(f".{copy.name}.{os.getpid()}")
+            partial.write_bytes(data)
+            os.replace(partial, copy)
+    except OSError:
+        return str(source)
+    return str(copy)
+
+
+def _failure_file(loader, kwargs):
+    """Where a failed build of this load is remembered, or None (no build folder, or flags that
+    depend on the machine's GPU)."""
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    text = repr((loader, sorted(kwargs.items())))
     if not root or "native" in text:
         return None
     return Path(root) / ".kbench-failed-builds" / hashlib.sha256(text.encode()).hexdigest()
@@ -97,7 +144,7 @@ def _remember_failure(path, exc):
     if not remember or path is None or path.exists() or "Error building extension" not in str(exc):
         return
     try:
-        # With a `build_directory` of its own, torch never makes TORCH_EXTENSIONS_DIR itself.
+        # A build that failed before torch made its folder leaves TORCH_EXTENSIONS_DIR unmade.
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(str(exc))
     except OSError:
