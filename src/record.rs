@@ -340,6 +340,14 @@ pub struct Timing {
     pub invalid: bool,
 }
 
+impl Timing {
+    /// Whether the speedup counts as a result: not ruled out by the speed of light, and not
+    /// charged by `timing.wall_envelope` (a forger keeps the allowance in charged times).
+    pub fn counts(&self) -> bool {
+        !self.invalid && self.method != crate::timing::CHARGED
+    }
+}
+
 /// Arm B (docs/design/timing.md): torch.compile of the reference (inductor, default mode), compiled in the
 /// trusted worker before timing and timed in the same rounds as the eager reference and the
 /// candidate.

@@ -4,7 +4,8 @@
 //! The speedup aggregates count tasks, not files: a task with several submissions counts once,
 //! by its best passing result (largest speedup point estimate). Picking the best favours fast
 //! results; with one submission per task there is no choice to bias. A passing result is a `pass`
-//! verdict with a timing the speed of light does not rule out (`Timing::invalid`); `no_kernel`
+//! verdict with a timing that counts (`Timing::counts`: the speed of light does not rule it out,
+//! and `timing.wall_envelope` did not charge it); `no_kernel`
 //! results are correct but not kernels, so they count as no result. Tasks whose facts flag them
 //! degenerate (constant output, identity, ...) leave every speedup aggregate: no result on them
 //! is a win, and none is a loss either.
@@ -122,7 +123,7 @@ impl RunSummary {
 fn passing(e: &Evaluation) -> Option<&Timing> {
     e.timing
         .as_ref()
-        .filter(|t| e.verdict == Verdict::Pass && !t.invalid)
+        .filter(|t| e.verdict == Verdict::Pass && t.counts())
 }
 
 fn speedup(t: &Timing) -> Speedup {
@@ -212,7 +213,7 @@ impl TaskOutcome<'_> {
     pub fn correct_speedup(&self) -> Option<(Speedup, Vec<f64>)> {
         self.speedup().or_else(|| {
             let t = self.shown.timing.as_ref()?;
-            (self.shown.verdict.is_correct() && !t.invalid)
+            (self.shown.verdict.is_correct() && t.counts())
                 .then(|| self.with_replicates(t))
                 .flatten()
         })
@@ -489,6 +490,14 @@ mod tests {
         assert_eq!(all.invalid_timings, 1);
         // L1/19 falls back to its 1.25x file
         let g = all.geomean_speedup.unwrap();
+        assert!((g.ratio - (1.25f64 * 1.6).sqrt()).abs() < 1e-12, "{g:?}");
+    }
+
+    #[test]
+    fn charged_timings_count_as_no_result() {
+        let mut record = sample_record();
+        crate::report::tests::honest_timing(&mut record).method = crate::timing::CHARGED.into();
+        let g = total(&record).geomean_speedup.unwrap();
         assert!((g.ratio - (1.25f64 * 1.6).sqrt()).abs() < 1e-12, "{g:?}");
     }
 

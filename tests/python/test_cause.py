@@ -100,6 +100,15 @@ def test_a_build_failed_in_the_pool_fails_the_same_in_the_gpu_worker_without_com
     with pytest.raises(RuntimeError):
         cpp_extension.load_inline(**{**load, "cpp_sources": "int g();"})
     assert len(calls) == 4, "other sources build again"
+    # Only flags name the architecture: sources that say "alternative" are remembered.
+    alternative = {**load, "cpp_sources": "// an alternative kernel\nint h();"}
+    monkeypatch.setattr(kernels, "remember", True)
+    with pytest.raises(RuntimeError):
+        cpp_extension.load_inline(**alternative)
+    monkeypatch.setattr(kernels, "remember", False)
+    with pytest.raises(RuntimeError, match="Error building extension 'relu'"):
+        cpp_extension.load_inline(**alternative)
+    assert len(calls) == 5, "the pool's failure is raised again, nothing compiled"
     causes = {f["cause"] for f in kernels.failures()}
     assert causes == {"extension 'relu' failed to build: main.cpp:7:32: error: cannot convert 'float*' to 'int*' in initialization"}
 

@@ -29,7 +29,7 @@ class Candidate:
         self.task = harness.load_task(req["task"], overrides)
         # Baselines before the submission runs: threads of torch's own pools, true fp32, the L2 limit.
         runtime.strict_fp32()
-        runtime.warm_libraries(self.device)
+        runtime.warm_thread_pools(self.device)
         self.l2 = runtime.L2Limit() if self.cuda else None
         kernels.watch_extensions()
         kernels.build_report("before import")

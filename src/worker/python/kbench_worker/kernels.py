@@ -131,11 +131,14 @@ def _by_contents(root, source):
 
 def _failure_file(loader, kwargs):
     """Where a failed build of this load is remembered, or None (no build folder, or flags that
-    depend on the machine's GPU)."""
+    name the `native` architecture, which the pool has no GPU to resolve). Only the flags are
+    searched: sources that say "alternative" once kept two CUDA-L1 failures from being
+    remembered (20-56 s of the GPU slot each, on an H100)."""
     root = os.environ.get("TORCH_EXTENSIONS_DIR")
-    text = repr((loader, sorted(kwargs.items())))
-    if not root or "native" in text:
+    flags = " ".join(str(kwargs.get(k) or "") for k in ("extra_cflags", "extra_cuda_cflags", "extra_ldflags"))
+    if not root or "native" in flags:
         return None
+    text = repr((loader, sorted(kwargs.items())))
     return Path(root) / ".kbench-failed-builds" / hashlib.sha256(text.encode()).hexdigest()
 
 

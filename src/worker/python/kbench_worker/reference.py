@@ -133,7 +133,6 @@ class Reference:
         self.atol = req["atol"]
         self.rtol = req["rtol"]
         runtime.strict_fp32()
-        runtime.warm_libraries(self.device)
         self.task = harness.load_task(req["task"], taskfile.overrides(req["task"], req.get("scale"), req.get("set")))
         self.model = harness.build(self.task.Model, harness.init_inputs(self.task), self.device, self.precision)
         self.timed = None
