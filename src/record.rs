@@ -340,11 +340,15 @@ pub struct Timing {
     pub invalid: bool,
 }
 
+/// The method of a candidate's times charged what the wall clock does not explain
+/// (`timing.wall_envelope`).
+pub const CHARGED: &str = "charged_wall_envelope";
+
 impl Timing {
     /// Whether the speedup counts as a result: not ruled out by the speed of light, and not
     /// charged by `timing.wall_envelope` (a forger keeps the allowance in charged times).
     pub fn counts(&self) -> bool {
-        !self.invalid && self.method != crate::timing::CHARGED
+        !self.invalid && self.method != CHARGED
     }
 }
 

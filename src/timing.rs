@@ -17,7 +17,7 @@ use crate::config::{Config, Device, Mode};
 use crate::nvml::{Gpu, Nvml, RoundTag, Telemetry};
 use crate::record::{
     merge_check, Arm, Audit, Check, CompileBaseline, Latency, Outcome, ProcessEffect,
-    RoundTelemetry, Server, Timing,
+    RoundTelemetry, Server, Timing, CHARGED,
 };
 use crate::stats;
 use crate::verdict::{Cause, ReferenceStep};
@@ -94,8 +94,6 @@ const SLOWDOWN_PAUSE: Duration = Duration::from_millis(50);
 const WARMUP_ALLOWANCE: Duration = Duration::from_secs(5);
 const BOOTSTRAP_RESAMPLES: usize = stats::DEFAULT_RESAMPLES;
 const CI_LEVEL: f64 = 0.95;
-/// The method of a candidate's times charged what the wall clock does not explain (`charged`).
-pub const CHARGED: &str = "charged_wall_envelope";
 /// The process check (`allow_process_effect`) runs for FASTER and SLOWER labels whose interval
 /// lies within this factor of 1: a difference between processes explains no more (identities on
 /// an H100 read 0.95-1.04 from it; a cuDNN workspace that did not fit, 0.76), and checking

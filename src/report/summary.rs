@@ -496,7 +496,7 @@ mod tests {
     #[test]
     fn charged_timings_count_as_no_result() {
         let mut record = sample_record();
-        crate::report::tests::honest_timing(&mut record).method = crate::timing::CHARGED.into();
+        crate::report::tests::honest_timing(&mut record).method = crate::record::CHARGED.into();
         let g = total(&record).geomean_speedup.unwrap();
         assert!((g.ratio - (1.25f64 * 1.6).sqrt()).abs() < 1e-12, "{g:?}");
     }
