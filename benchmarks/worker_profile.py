@@ -3,14 +3,42 @@
 
     python3 benchmarks/worker_profile.py DIR [--top N]
 
-For each role (reference, candidate): the time in each request's handler, then the functions
-with the most cumulative time among kbench's worker code and the most time of their own
+For each role (reference, candidate): the calls and seconds per worker of each entry point,
+kbench's functions the profiler saw called from outside Python: the request handlers, and any
+callback C code made (a reference or candidate worker serves one evaluation, so these are per
+evaluation: the median over workers, and the total). Then the functions with the most
+cumulative time among kbench's worker code, and those with the most time of their own
 anywhere (torch's, the driver's)."""
 
 import argparse
 import io
 import pstats
+import statistics
 from pathlib import Path
+
+
+def handlers(path):
+    """{entry point: (calls, seconds)} of one worker's profile: kbench's functions with no
+    profiled caller (the handlers `runcall` called, and callbacks from C code)."""
+    stats = pstats.Stats(str(path)).stats
+    return {
+        f"{Path(file).name}:{name}": (calls, cumulative)
+        for (file, _, name), (_, calls, _, cumulative, callers) in stats.items()
+        if not callers and "kbench_worker" in file
+    }
+
+
+def handler_table(paths):
+    """Markdown rows: each handler's median calls and seconds per worker, and its total."""
+    per_worker = [handlers(p) for p in paths]
+    names = sorted({n for w in per_worker for n in w}, key=lambda n: -sum(w.get(n, (0, 0))[1] for w in per_worker))
+    rows = ["| entry point | workers | calls per worker (median) | s per worker (median) | s in all |", "| --- | --- | --- | --- | --- |"]
+    for name in names:
+        seen = [w[name] for w in per_worker if name in w]
+        calls = statistics.median(c for c, _ in seen)
+        seconds = statistics.median(t for _, t in seen)
+        rows.append(f"| {name} | {len(seen)} | {calls:g} | {seconds:.3f} | {sum(t for _, t in seen):.1f} |")
+    return "\n".join(rows)
 
 
 def main():
@@ -27,6 +55,7 @@ def main():
         for other in mine[1:]:
             stats.add(other)
         print(f"## {role}: {len(mine)} worker(s)\n")
+        print(f"### entry points (request handlers)\n\n{handler_table(mine)}\n")
         for title, order, pattern in (
             ("cumulative, kbench's worker code", "cumulative", "kbench_worker"),
             ("own time, anywhere", "tottime", ""),

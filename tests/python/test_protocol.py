@@ -201,3 +201,42 @@ def test_worker_profile_is_written_after_each_request(tmp_path, monkeypatch):
     assert body == {"ok": True, "n": 49_995_000} and len(files) == 1, seen
     functions = {name for _, _, name in pstats.Stats(str(tmp_path / files[0])).stats}
     assert "busy" in functions, functions
+
+
+def test_worker_profile_tables_each_request_handler_once(tmp_path, monkeypatch):
+    """benchmarks/worker_profile.py: a worker's entry points are the handlers the profiler ran,
+    not the functions they call."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from kbench_worker import protocol
+
+    module = tmp_path / "kbench_worker_handlers.py"
+    module.write_text("def inner():\n    return sum(range(1000))\n\ndef busy(req):\n    return {'n': inner() + inner()}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    handlers = importlib.import_module("kbench_worker_handlers")
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    monkeypatch.setenv("KBENCH_WORKER_PROFILE", str(profiles))
+
+    class Channel:
+        def requests(self):
+            yield {"cmd": "busy"}
+            yield {"cmd": "busy"}
+            yield {"cmd": "exit"}
+
+        def reply(self, body):
+            pass
+
+    protocol.serve(Channel(), {"busy": handlers.busy}, failure=None)
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "worker_profile.py"
+    spec = importlib.util.spec_from_file_location("worker_profile", script)
+    worker_profile = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "worker_profile", worker_profile)
+    spec.loader.exec_module(worker_profile)
+    (path,) = profiles.glob("*.prof")
+    entries = worker_profile.handlers(path)
+    assert list(entries) == ["kbench_worker_handlers.py:busy"], entries
+    assert entries["kbench_worker_handlers.py:busy"][0] == 2
+    assert "| kbench_worker_handlers.py:busy | 1 | 2 |" in worker_profile.handler_table([path])
