@@ -57,17 +57,40 @@ class ModelNew(nn.Module):
 '''
 
 
-def test_the_warm_up_of_a_gpu_run_reaches_a_build_made_after_a_tensor(tmp_path, monkeypatch):
+BUILDS_AFTER_ITEM = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.GroupNorm(2, 4)
+        with torch.no_grad():  # a CUDA-L1 kernel (level2/23) folds constants in its constructor
+            self.sums = self.norm.weight.view(2, 2).sum(dim=-1).contiguous().cuda()
+            self.bias_sum = self.norm.bias.sum().item()
+        self.ext = load_inline(name="in_init", cpp_sources=f"// {self.bias_sum}")
+
+    def forward(self, x):
+        return torch.relu(x)
+'''
+
+
+@pytest.mark.parametrize("source", [BUILDS_IN_INIT, BUILDS_AFTER_ITEM], ids=["after_a_tensor", "after_item"])
+def test_the_warm_up_of_a_gpu_run_reaches_a_build_made_after_a_tensor(tmp_path, monkeypatch, source):
     """The pool has no GPU: fake CUDA tensors made before the build must not need one (once
     `torch.cuda.is_available()` is true, torch makes a real one first to set up a GPU context,
-    and computes constants on the device)."""
+    and computes constants on the device), and a constructor that reads a value out of a
+    tensor (`.item()`) gets a symbol rather than an error (on an H100 such a warm-up stopped
+    there, and the slot built the extension: 24 s)."""
     calls = []
     monkeypatch.setattr(cpp_extension, "load_inline", lambda **kwargs: calls.append(kwargs["name"]))
     monkeypatch.setattr(cpp_extension, "load", cpp_extension.load)
     monkeypatch.setattr(kernels, "remember", False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     submission = tmp_path / "in_init.py"
-    submission.write_text(BUILDS_IN_INIT)
+    submission.write_text(source)
     req = {
         "submission": str(submission),
         "task": str(ROOT / "level1" / "19_ReLU.py"),

@@ -9,7 +9,7 @@ candidate worker imports the file again on the GPU and decides.
 
 `warm` constructs ModelNew with the task's init inputs and calls it once on the task's inputs,
 all as fake tensors on the run's device (torch's FakeTensorMode: shapes, dtypes and a device,
-no memory and no GPU), so extensions built in `__init__` or lazily in the first forward land in
+no memory and no GPU; a value read out of one with `.item()` is a symbol), so extensions built in `__init__` or lazily in the first forward land in
 the same cache. Only a build failure that escapes is a result; anything else (a kernel that
 cannot take fake tensors, a GPU query) just ends the warm-up, and the GPU worker decides.
 Nothing but builds is wanted from it, so it runs no extension function (a call raises
@@ -28,6 +28,7 @@ import torch
 import torch.utils.cpp_extension as cpp_extension
 from torch._subclasses import fake_tensor
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from . import cause, harness, kernels, taskfile
 from .protocol import error, serve
@@ -140,7 +141,10 @@ def warm(module, req):
     signal.signal(signal.SIGALRM, _idle)
     signal.setitimer(signal.ITIMER_REAL, WARM_IDLE_S)
     try:
-        with FakeTensorMode(allow_non_fake_inputs=True), torch.device(device), _gpu_present(req):
+        # A shape environment makes a value read out of a fake tensor (`.item()`) a symbol
+        # rather than an error, so a constructor that folds constants gets on to its build.
+        fake = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
+        with fake, torch.device(device), _gpu_present(req):
             kernels.phase = "__init__"
             init = harness.init_inputs(task)
             harness.seed_generators(42)
