@@ -11,10 +11,10 @@ anything else is `not_reproduced`, its reason the cause.
 """
 
 import collections
-import gzip
-import json
 import re
 import sys
+
+from calibration_table import load  # the record, gzipped or not
 
 REASON_CHARS = 160
 
@@ -39,9 +39,7 @@ def clip(text):
 
 
 def main():
-    path = sys.argv[1]
-    with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as f:
-        record = json.load(f)
+    _, record = load(sys.argv[1])
     title = sys.argv[2] if len(sys.argv) > 2 else "kbench against published results"
     published = {row["submission"]: row["speedup"] for row in (record.get("published") or {}).get("rows", []) if row["submission"]}
     rows = []

@@ -1472,6 +1472,21 @@ mod tests {
         }
     }
 
+    /// Rounds of a reference and a candidate behind a blocker of `blocker_us`, nothing kept yet.
+    fn two_arms(blocker_us: f64) -> Rounds {
+        Rounds {
+            arms: vec![Taken::default(), Taken::default()],
+            telemetry: Vec::new(),
+            used_burst: 1,
+            blocker_us,
+            host_syncs: false,
+            kept: 0,
+            attempts: 0,
+            overflows: 0,
+            stopped: "",
+        }
+    }
+
     fn audited(audit: &[f64], excess: &[f64]) -> Taken {
         Taken {
             audit_excess_ms: excess.to_vec(),
@@ -1548,17 +1563,7 @@ mod tests {
             wall_per_sample_ms: 1.7 + 0.5 * audits as f64,
             burst: 1,
         };
-        let mut rounds = Rounds {
-            arms: vec![Taken::default(), Taken::default()],
-            telemetry: Vec::new(),
-            used_burst: 1,
-            blocker_us: 500.0,
-            host_syncs: false,
-            kept: 0,
-            attempts: 0,
-            overflows: 0,
-            stopped: "",
-        };
+        let mut rounds = two_arms(500.0);
         for index in 0..6 {
             let audits = if index == 0 { AUDIT_CALLS as usize } else { 0 };
             let round = Round {
@@ -1616,17 +1621,7 @@ mod tests {
         // 100 ms for both arms and reports its 4.27 ms call as 4.27 µs. A fifth of the
         // reference's unexplained time (111 ms) would allow it 22 ms; the blocker is left out.
         let (refresh, blocker, call) = (11.0, 100.0, 4.27);
-        let mut rounds = Rounds {
-            arms: vec![Taken::default(), Taken::default()],
-            telemetry: Vec::new(),
-            used_burst: 1,
-            blocker_us: blocker * 1e3,
-            host_syncs: false,
-            kept: 0,
-            attempts: 0,
-            overflows: 0,
-            stopped: "",
-        };
+        let mut rounds = two_arms(blocker * 1e3);
         let block = |reported: f64| Block {
             samples: vec![reported; 4],
             overflows: 0,

@@ -98,25 +98,28 @@ def _arguments(loader, args, kwargs):
     root = os.environ.get("TORCH_EXTENSIONS_DIR")
     sources = kwargs.get("sources")
     sources = [sources] if isinstance(sources, (str, os.PathLike)) else sources
-    if loader == "load" and root and isinstance(sources, (list, tuple)) and all(_standalone(s) for s in sources):
-        kwargs["sources"] = [_by_contents(Path(root), Path(s)) for s in sources]
+    if loader == "load" and root and isinstance(sources, (list, tuple)):
+        contents = [_standalone(s) for s in sources]
+        if all(data is not None for data in contents):
+            kwargs["sources"] = [_by_contents(Path(root), Path(s), data) for s, data in zip(sources, contents)]
     return kwargs
 
 
 def _standalone(source):
-    """Whether `source` is a file that includes no file beside it (a copy elsewhere builds the
-    same)."""
+    """The contents of `source` if it is a file that includes no file beside it (a copy
+    elsewhere builds the same), else None."""
     path = Path(source) if isinstance(source, (str, os.PathLike)) else None
     if path is None or not path.is_file():
-        return False
-    quoted = re.findall(r'^\s*#\s*include\s*"([^"]+)"', path.read_text(errors="replace"), re.MULTILINE)
-    return not any((path.parent / name).exists() for name in quoted)
+        return None
+    data = path.read_bytes()
+    quoted = re.findall(r'^\s*#\s*include\s*"([^"]+)"', data.decode(errors="replace"), re.MULTILINE)
+    return None if any((path.parent / name).exists() for name in quoted) else data
 
 
-def _by_contents(root, source):
-    """A copy of `source` named by its contents, written only if absent (an older copy keeps the
-    time the pool's build saw); `source` itself where the copy cannot be written."""
-    data = source.read_bytes()
+def _by_contents(root, source, data):
+    """A copy of `source` (holding `data`) named by its contents, written only if absent (an
+    older copy keeps the time the pool's build saw); `source` itself where the copy cannot be
+    written."""
     copy = root / ".kbench-sources" / hashlib.sha256(data).hexdigest()[:32] / source.name
     try:
         if not copy.is_file():
