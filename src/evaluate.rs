@@ -701,10 +701,15 @@ impl Python<'_> {
             transport: &mut transport,
             exchange: &exchange,
         };
+        let waited = hold.waited;
         let verified = self.verify(task, &mut link, &mut hold, eval, &constants);
         merge_check(&mut eval.checks, transfer_check(cfg.device, link.transport));
         verified?;
-        eval.phases.correctness_s = started.elapsed().as_secs_f64();
+        // Waits between steps count in `gpu_wait_s`, not here: the phases do not overlap.
+        eval.phases.correctness_s = started
+            .elapsed()
+            .saturating_sub(hold.waited - waited)
+            .as_secs_f64();
 
         hold.alone();
         eval.phases.gpu_wait_s = hold.waited.as_secs_f64();

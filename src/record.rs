@@ -449,7 +449,7 @@ pub struct Phases {
     pub worker_startup_s: Option<f64>,
     /// Loading task and submission and constructing both models.
     pub load_s: f64,
-    /// The correctness trials.
+    /// The correctness trials, less the waits between their steps (in `gpu_wait_s`).
     pub correctness_s: f64,
     pub timing_s: f64,
     /// Waiting for the GPU's gate: for other lanes' steps before loading, for their steps and

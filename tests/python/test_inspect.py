@@ -160,6 +160,42 @@ def test_without_scale_toml_a_small_size_is_derived(tmp_path):
     assert derive_small(path, facts["input_only_constants"], {"batch_size": 65536, "features": 2048}) == {"batch_size": 2}
 
 
+def test_a_derived_size_shrinks_a_task_the_cpu_could_run_until_it_is_cheap(tmp_path):
+    # 4096 x 1024 floats in and out (32 MiB, 8.6 GFLOP): within reach of the CPU, but the value
+    # facts run it three times on one thread, so it shrinks as scale.toml's small sizes do.
+    path = tmp_path / "1_Mid_batch.py"
+    path.write_text(TASK.format(batch=4096, features=1024))
+    assert derive_small(path, ["batch_size"], {"batch_size": 4096, "features": 1024}) == {"batch_size": 2}
+
+
+TAIL = """import torch
+class Model(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.rand(n, n))
+    def forward(self, x):
+        return x[:, 3:] + (self.w @ self.w).mean()
+n = 1024
+width = 64
+def get_inputs():
+    return [torch.rand(8, width)]
+def get_init_inputs():
+    return [n]
+"""
+
+
+def test_a_derived_size_leaves_no_output_empty(tmp_path):
+    # The 2 GFLOP square of the weights does not shrink, so width halves as far as it can: to
+    # 4, not to 2, where the output x[:, 3:] would be empty (and equal an empty input slice).
+    path = tmp_path / "3_Tail.py"
+    path.write_text(TAIL)
+    facts = inspect_task(path)
+    assert facts["errors"] == [] and facts["small_size"] == "derived"
+    assert facts["input_only_constants"] == ["width"]
+    assert facts["small_overrides"] == {"width": 4}
+    assert facts["degenerate"] == []
+
+
 def test_without_scale_toml_a_task_too_large_to_shrink_skips_value_facts(tmp_path):
     # The weights alone (40 GB) are out of reach: features sizes the parameters, not only inputs.
     path = tmp_path / "2_Huge_weights.py"

@@ -376,59 +376,83 @@ def _value_facts(path, overrides, scale, device, atol, rtol):
 # ---------------------------------------------------------------------------------------------
 # A small size for a tree without scale.toml
 
-# What a derived small size may cost on the CPU: inputs, parameters and outputs, and FLOPs.
+# A derived small size aims, as scale.toml's do, at a forward that is cheap on the CPU (the value
+# facts run three, on one thread per inspect worker): inputs and outputs, and counted FLOPs.
+DERIVED_TARGET_BYTES = 16 << 20
+DERIVED_TARGET_FLOPS = 1e9
+# What one may cost at most where the input-only constants cannot shrink further: inputs,
+# parameters and outputs, and FLOPs. Above it the value facts are skipped.
 DERIVED_MAX_BYTES = 256 << 20
 DERIVED_MAX_FLOPS = 60e9
-DERIVED_MAX_TRIES = 24
+DERIVED_MAX_TRIES = 32
+
+
+class _Cost:
+    """What one forward moves (inputs and outputs) and computes, beside its parameters."""
+
+    def __init__(self, moved, params, flops, empty=False):
+        self.moved, self.params, self.flops = moved, params, flops
+        # An empty output would pass the identity check against an empty input.
+        self.empty = empty
+
+    def cheap(self):
+        return self.moved <= DERIVED_TARGET_BYTES and self.flops <= DERIVED_TARGET_FLOPS
+
+    def affordable(self):
+        return self.moved + self.params <= DERIVED_MAX_BYTES and self.flops <= DERIVED_MAX_FLOPS
 
 
 def _cost(path, overrides):
-    """Bytes (inputs, parameters, outputs) and counted FLOPs of one forward on meta."""
-    module = taskfile.load(path, overrides)
-    _, model, inputs = _on_meta(module)
-    counter = FlopCounterMode(display=False)
-    with counter:
-        out = harness.forward(model, inputs, FORWARD_SEED)
-    params = list(model.parameters()) + list(model.buffers())
-    return _nbytes(_tensors(inputs)) + _nbytes(params) + _nbytes(_tensors(out)), counter.get_total_flops()
-
-
-def _fits(path, overrides):
-    """True or False, or None when the task does not build or run at these sizes."""
+    """The forward's `_Cost` on meta at these sizes, or None when the task does not build or run
+    there."""
     try:
-        size, flops = _cost(path, overrides)
+        module = taskfile.load(path, overrides)
+        _, model, inputs = _on_meta(module)
+        counter = FlopCounterMode(display=False)
+        with counter:
+            outs = _tensors(harness.forward(model, inputs, FORWARD_SEED))
     except Exception:  # noqa: BLE001
         return None
-    return size <= DERIVED_MAX_BYTES and flops <= DERIVED_MAX_FLOPS
+    params = _nbytes(list(model.parameters()) + list(model.buffers()))
+    return _Cost(_nbytes(_tensors(inputs)) + _nbytes(outs), params, counter.get_total_flops(), any(t.numel() == 0 for t in outs))
 
 
-def derive_small(path, input_only, full):
-    """Overrides that make the task cheap enough for the CPU, changing only constants that size
-    the inputs: batch sizes straight to 2, then the largest of the others halved, each change
-    kept only where the forward still runs. None when no such size is found."""
+def _full_cost(facts):
+    """The full size's `_Cost` from its facts (a meta forward of an RNN takes tens of seconds),
+    or None where they are missing."""
+    if facts is None or facts.get("flops") is None or facts.get("output_bytes") is None:
+        return None
+    return _Cost(facts["input_bytes"] + facts["output_bytes"], facts["param_bytes"], facts["flops"])
+
+
+def derive_small(path, input_only, full, at_full=None):
+    """Overrides that make the task cheap on the CPU, changing only constants that size the
+    inputs: batch sizes straight to 2, then the largest of the others halved, each change kept
+    only where the forward still runs and leaves no output empty, until the forward is cheap or
+    nothing more can shrink. None when the smallest size reached still costs more than the CPU
+    can afford. ``at_full``: the full size's cost, if known."""
     names = [n for n in input_only if "[" not in n and _is_int(full.get(n))]
     names.sort(key=lambda n: ("batch" not in n.lower(), -full[n]))
     over, frozen = {}, set()
-    if _fits(path, over):
-        return over
+    cost = at_full or _cost(path, over)
     for _ in range(DERIVED_MAX_TRIES):
+        if cost is not None and cost.cheap():
+            break
         movable = [n for n in names if n not in frozen and over.get(n, full[n]) > 2]
         if not movable:
-            return None
+            break
         name = movable[0] if "batch" in movable[0].lower() else max(movable, key=lambda n: over.get(n, full[n]))
         value = over.get(name, full[name])
         trial = {**over, name: 2 if "batch" in name.lower() else max(2, value // 2)}
-        verdict = _fits(path, trial)
-        if verdict is None:
+        shrunk = _cost(path, trial)
+        if shrunk is None or shrunk.empty:
             frozen.add(name)
             continue
-        over = trial
-        if verdict:
-            return over
-    return None
+        over, cost = trial, shrunk
+    return over if cost is not None and cost.affordable() else None
 
 
-def small_size(path, input_only, full):
+def small_size(path, input_only, full, at_full=None):
     """The small size's overrides and their source: ``scale.toml``, or ``derived`` (see
     ``derive_small``); raises ``taskfile.OverrideError`` when there is neither."""
     try:
@@ -436,7 +460,7 @@ def small_size(path, input_only, full):
     except taskfile.OverrideError as missing:
         if input_only is None:
             raise taskfile.OverrideError(f"{missing}, and no size can be derived (the full-size build failed)") from None
-        derived = derive_small(path, input_only, full)
+        derived = derive_small(path, input_only, full, at_full)
         if derived is None:
             raise taskfile.OverrideError(
                 f"{missing}, and shrinking the input-only constants ({', '.join(input_only) or 'none'}) "
@@ -477,7 +501,8 @@ def inspect_task(path, atol=ATOL, rtol=RTOL):
                     errors.append(_say("input-only constants", exc))
             full = vars(built[0]) if built is not None else {}
             try:
-                overrides, facts["small_size"] = small_size(path, facts["input_only_constants"], full)
+                at_full = _full_cost(facts)
+                overrides, facts["small_size"] = small_size(path, facts["input_only_constants"], full, at_full)
                 facts["small_overrides"] = overrides
                 small = _value_facts(path, overrides, "small", "cpu", atol, rtol)
             except taskfile.OverrideError as exc:
