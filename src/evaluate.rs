@@ -679,13 +679,14 @@ impl Python<'_> {
         eval.logs = vec![ref_rel, cand_rel];
         let started = Instant::now();
         let loads = self.load(task, sub, slot, &mut reference, &mut candidate, &exchange);
+        // A load that fails counts here too.
+        eval.phases.load_s = started.elapsed().as_secs_f64();
         let (constants, loaded) = loads?;
         eval.phases.worker_startup_s = loaded.startup_s;
         slot_compiled(eval, loaded.compiled);
         for check in loaded.checks {
             merge_check(&mut eval.checks, check);
         }
-        eval.phases.load_s = started.elapsed().as_secs_f64();
         let started = Instant::now();
         let kernels = loaded.kernels;
 
@@ -704,12 +705,14 @@ impl Python<'_> {
         let waited = hold.waited;
         let verified = self.verify(task, &mut link, &mut hold, eval, &constants);
         merge_check(&mut eval.checks, transfer_check(cfg.device, link.transport));
-        verified?;
-        // Waits between steps count in `gpu_wait_s`, not here: the phases do not overlap.
+        // Failed or not (a failing trial ends it); waits between steps count in `gpu_wait_s`,
+        // not here: the phases do not overlap.
         eval.phases.correctness_s = started
             .elapsed()
             .saturating_sub(hold.waited - waited)
             .as_secs_f64();
+        eval.phases.gpu_wait_s = hold.waited.as_secs_f64();
+        verified?;
 
         hold.alone();
         eval.phases.gpu_wait_s = hold.waited.as_secs_f64();
