@@ -253,8 +253,9 @@ pub struct EvalArgs {
     #[arg(long, value_delimiter = ',', value_name = "0,1,...")]
     pub gpus: Vec<u32>,
     /// Evaluations sharing each GPU: they load and run their correctness trials side by side,
-    /// and each takes the GPU alone to time. Experimental: two lanes gained nothing on an H100
-    /// identity run (each phase ran slower beside the other lane)
+    /// and each takes the GPU alone to time. Experimental: on an H100, two lanes ran level2/1-40
+    /// 15 % faster but the identity run's first 184 tasks no faster than one (each phase runs
+    /// slower beside the other lane)
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
     pub lanes: u32,
     #[command(flatten)]

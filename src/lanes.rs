@@ -3,7 +3,8 @@
 //! GPU idle, so evaluations in different lanes of one GPU overlap them; timing and the profile
 //! take the GPU alone, since another process's kernels would time-slice with the timed ones.
 //! Opt-in (`--lanes`): on an H100 two lanes gained nothing before `Hold::step` existed, each
-//! phase running slower beside the other lane (`reports/h100-lanes`).
+//! phase running slower beside the other lane (`reports/h100-lanes`); with it, 15 % on
+//! level2/1-40 but nothing on 184 tasks of the identity run (`reports/h100-targets`).
 //!
 //! The gate is two task-fair reader-writer locks (parking_lot). `compute`: once a lane asks to
 //! time, no other lane starts a shared step until it has timed, and lanes in a shared phase let
