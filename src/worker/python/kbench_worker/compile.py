@@ -10,8 +10,9 @@ candidate worker imports the file again on the GPU and decides.
 `warm` constructs ModelNew with the task's init inputs and calls it once on the task's inputs,
 all as fake tensors on the run's device (torch's FakeTensorMode: shapes, dtypes and a device,
 no memory and no GPU; a value read out of one with `.item()` is a symbol), so extensions built
-in `__init__` or lazily in the first forward land in the same cache. Only a build failure that escapes is a result; anything else (a kernel that
-cannot take fake tensors, a GPU query) just ends the warm-up, and the GPU worker decides.
+in `__init__` or lazily in the first forward land in the same cache. Only a build failure that
+escapes is a result; anything else (a kernel that cannot take fake tensors, a GPU query) just
+ends the warm-up, and the GPU worker decides.
 Nothing but builds is wanted from it, so it runs no extension function (a call raises
 `StopWarmup`: the build is done by then) and stops after WARM_IDLE_S outside any build.
 

@@ -413,14 +413,15 @@ def _cost(path, overrides):
             outs = _tensors(harness.forward(model, inputs, FORWARD_SEED))
     except Exception:  # noqa: BLE001
         return None
+    moved = _nbytes(_tensors(inputs)) + _nbytes(outs)
     params = _nbytes(list(model.parameters()) + list(model.buffers()))
-    return _Cost(_nbytes(_tensors(inputs)) + _nbytes(outs), params, counter.get_total_flops(), any(t.numel() == 0 for t in outs))
+    return _Cost(moved, params, counter.get_total_flops(), empty=any(t.numel() == 0 for t in outs))
 
 
 def _full_cost(facts):
     """The full size's `_Cost` from its facts (a meta forward of an RNN takes tens of seconds),
     or None where they are missing."""
-    if facts is None or facts.get("flops") is None or facts.get("output_bytes") is None:
+    if facts["flops"] is None or facts["output_bytes"] is None:
         return None
     return _Cost(facts["input_bytes"] + facts["output_bytes"], facts["param_bytes"], facts["flops"])
 
