@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::worker::request::{CheckFiles, Command};
-use crate::worker::{Reply, Spawn, Worker};
+use crate::worker::{Link, Reply, Spawn, Worker};
 
 const CHECK_DEADLINE: Duration = Duration::from_secs(300);
 

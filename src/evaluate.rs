@@ -28,7 +28,7 @@ use crate::worker::request::{
     self, CheckOutputs, Command, Compile, Load, Perturb, Ping, Profile, State, TimedCheck, Variant,
     Warm,
 };
-use crate::worker::{ErrorKind, Failure, Reply, Spawn, Worker};
+use crate::worker::{ErrorKind, Failure, Link as _, Reply, Spawn, Worker};
 
 mod replies;
 

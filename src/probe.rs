@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::record::Environment;
 use crate::worker::request::{self, Command};
-use crate::worker::{Reply, Spawn, Worker};
+use crate::worker::{Link, Reply, Spawn, Worker};
 
 const PROBE_DEADLINE: Duration = Duration::from_secs(120);
 

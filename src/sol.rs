@@ -16,7 +16,7 @@ use crate::probe::Probe;
 use crate::record::{Ceilings, Evaluation};
 use crate::taskfacts::TaskFacts;
 use crate::worker::request::{Command, MeasureCeilings};
-use crate::worker::{Reply, Spawn, Worker};
+use crate::worker::{Link, Reply, Spawn, Worker};
 
 /// Above this %SOL the candidate's timing is invalid. Not 100: the ceilings are themselves
 /// measured (best of a few), and on the H100 PyTorch's own ReLU at full size already read 100 %

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use crate::error::{Error, Result};
 use crate::task::Task;
 use crate::worker::request::{Command, Inspect};
-use crate::worker::{Reply, Spawn, Worker};
+use crate::worker::{Link, Reply, Spawn, Worker};
 
 /// The slowest tasks (LSTMs, unrolled step by step on the meta device) take ~30 s.
 const INSPECT_DEADLINE: Duration = Duration::from_secs(300);

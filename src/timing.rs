@@ -22,7 +22,7 @@ use crate::record::{
 use crate::stats;
 use crate::verdict::{Cause, ReferenceStep};
 use crate::worker::request::{Command, Time, TimeSetup, TimingArm, TimingMode};
-use crate::worker::{ErrorKind, Reply, Worker};
+use crate::worker::{ErrorKind, Link, Reply, Worker};
 
 /// Why timing (or another phase of an evaluation) ended early: the cause that decides the
 /// verdict.

@@ -1,9 +1,11 @@
 //! Worker processes and the protocol kbench speaks with them.
 
+pub mod link;
 pub mod process;
 pub mod protocol;
 pub mod python;
 pub mod request;
 
+pub use link::Link;
 pub use process::{Failure, Spawn, Worker};
 pub use protocol::{ErrorKind, Reply, WorkerError};

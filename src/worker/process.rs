@@ -14,7 +14,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::protocol::{self, Reply};
-use super::request::{self, Exit, Request};
+use super::link::Link;
+use super::request::{Exit, Request};
 
 /// What a worker's stdout and stderr may write to its log before the rest is dropped.
 pub const LOG_CAP_BYTES: u64 = 4 << 20;
@@ -214,16 +215,11 @@ impl Worker {
         })
     }
 
-    /// Send one request and wait for its reply, read as the command's; on any failure (a reply
-    /// body that does not fit included) the worker is killed.
-    pub fn request<C: request::Command>(
-        &mut self,
-        command: C,
-        deadline: Duration,
-    ) -> Result<Reply<C::Reply>, Failure> {
-        let request = command.into();
+    /// Send one request and wait for its reply line, parsed and authenticated; on any failure
+    /// the worker is killed.
+    fn send(&mut self, request: &Request, deadline: Duration) -> Result<Reply, Failure> {
         let nonce = protocol::nonce();
-        let line = protocol::request(&request, &nonce) + "\n";
+        let line = protocol::request(request, &nonce) + "\n";
         let sent = self
             .requests
             .as_mut()
@@ -232,14 +228,10 @@ impl Worker {
             return Err(Failure::Exited(self.reap()));
         }
         match self.replies.recv_timeout(deadline) {
-            Ok(Ok(line)) => {
-                let reply = protocol::parse(&line, &nonce, &self.key)
-                    .and_then(|reply| reply.read(&request.cmd()));
-                reply.map_err(|why| {
-                    self.kill();
-                    Failure::Protocol(why)
-                })
-            }
+            Ok(Ok(line)) => protocol::parse(&line, &nonce, &self.key).map_err(|why| {
+                self.kill();
+                Failure::Protocol(why)
+            }),
             Ok(Err(e)) => {
                 self.kill();
                 Err(Failure::Protocol(e.to_string()))
@@ -250,32 +242,6 @@ impl Worker {
             }
             Err(RecvTimeoutError::Disconnected) => Err(Failure::Exited(self.reap())),
         }
-    }
-
-    /// The process that runs the worker's Python: the one started, or, where that was a
-    /// launcher (the sandbox's `unshare`, `sh`), the innermost of its only children.
-    pub fn python_pid(&self) -> u32 {
-        let mut pid = self.child.id();
-        loop {
-            let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-                .unwrap_or_default();
-            let mut ids = children.split_whitespace().filter_map(|c| c.parse().ok());
-            match (ids.next(), ids.next()) {
-                (Some(only), None) => pid = only,
-                _ => return pid,
-            }
-        }
-    }
-
-    /// Kill the worker's whole process group (a submission may have forked) and reap it.
-    pub fn kill(&mut self) {
-        let pgid = self.child.id() as libc::pid_t;
-        // SAFETY: plain syscall on the group this worker leads.
-        unsafe {
-            libc::killpg(pgid, libc::SIGKILL);
-        }
-        let _ = self.child.wait();
-        self.requests = None;
     }
 
     fn reap(&mut self) -> String {
@@ -293,6 +259,38 @@ impl Worker {
         for d in self.drains.drain(..) {
             let _ = d.join();
         }
+    }
+}
+
+impl Link for Worker {
+    fn exchange(&mut self, request: Request, deadline: Duration) -> Result<Reply, Failure> {
+        self.send(&request, deadline)
+    }
+
+    /// The process that runs the worker's Python: the one started, or, where that was a
+    /// launcher (the sandbox's `unshare`, `sh`), the innermost of its only children.
+    fn python_pid(&self) -> u32 {
+        let mut pid = self.child.id();
+        loop {
+            let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                .unwrap_or_default();
+            let mut ids = children.split_whitespace().filter_map(|c| c.parse().ok());
+            match (ids.next(), ids.next()) {
+                (Some(only), None) => pid = only,
+                _ => return pid,
+            }
+        }
+    }
+
+    /// Kill the worker's whole process group (a submission may have forked) and reap it.
+    fn kill(&mut self) {
+        let pgid = self.child.id() as libc::pid_t;
+        // SAFETY: plain syscall on the group this worker leads.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
+        let _ = self.child.wait();
+        self.requests = None;
     }
 }
 

@@ -1,0 +1,55 @@
+//! One worker as the pipeline and timing talk to it: the process (`Worker`) or, in tests, a
+//! script (`fake::Scripted`). It carries requests and replies; it decides nothing.
+
+use std::time::Duration;
+
+use super::process::Failure;
+use super::protocol::Reply;
+use super::request::{Command, Request};
+
+/// The conversation with one worker.
+pub trait Link {
+    /// Send one request and wait for its reply body, untyped. A failure (no answer in time, a
+    /// reply that is not the worker's, a worker gone) leaves the worker dead.
+    fn exchange(&mut self, request: Request, deadline: Duration) -> Result<Reply, Failure>;
+
+    /// The process that runs the worker's Python (for the kernels it maps).
+    fn python_pid(&self) -> u32;
+
+    /// Kill the worker (and everything it started).
+    fn kill(&mut self);
+
+    /// Send one request and read its reply as the command's: a body that does not fit is a
+    /// protocol failure, and the worker is killed.
+    fn request<C: Command>(
+        &mut self,
+        command: C,
+        deadline: Duration,
+    ) -> Result<Reply<C::Reply>, Failure>
+    where
+        Self: Sized,
+    {
+        let request: Request = command.into();
+        let cmd = request.cmd();
+        let reply = self.exchange(request, deadline)?;
+        reply.read(&cmd).map_err(|why| {
+            self.kill();
+            Failure::Protocol(why)
+        })
+    }
+}
+
+/// A borrowed link is a link, so `&mut dyn Link` takes typed requests too.
+impl<L: Link + ?Sized> Link for &mut L {
+    fn exchange(&mut self, request: Request, deadline: Duration) -> Result<Reply, Failure> {
+        (**self).exchange(request, deadline)
+    }
+
+    fn python_pid(&self) -> u32 {
+        (**self).python_pid()
+    }
+
+    fn kill(&mut self) {
+        (**self).kill()
+    }
+}
