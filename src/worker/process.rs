@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::protocol::{self, Reply};
 use super::link::Link;
+use super::protocol::{self, Reply};
 use super::request::{Exit, Request};
 
 /// What a worker's stdout and stderr may write to its log before the rest is dropped.

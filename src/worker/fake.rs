@@ -1,0 +1,116 @@
+//! A scripted worker for tests: each request is answered by a closure over the request, so the
+//! pipeline and timing run end to end without Python. It keeps every request it was sent.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::link::Link;
+use super::process::Failure;
+use super::protocol::{Reply, WorkerError};
+use super::request::Request;
+
+/// What the script answers to one request.
+pub type Answer = Result<Reply, Failure>;
+
+/// A worker whose replies come from `script`.
+pub struct Scripted<F: FnMut(&Request) -> Answer> {
+    script: F,
+    /// Every request sent, in order.
+    pub sent: Vec<Request>,
+    /// Whether the worker was killed (by a failure, or by its user).
+    pub killed: bool,
+}
+
+impl<F: FnMut(&Request) -> Answer> Scripted<F> {
+    pub fn new(script: F) -> Self {
+        Scripted {
+            script,
+            sent: Vec::new(),
+            killed: false,
+        }
+    }
+
+    /// The wire names of the commands sent, in order.
+    pub fn commands(&self) -> Vec<String> {
+        self.sent.iter().map(Request::cmd).collect()
+    }
+}
+
+impl<F: FnMut(&Request) -> Answer> Link for Scripted<F> {
+    fn exchange(&mut self, request: Request, _deadline: Duration) -> Answer {
+        if self.killed {
+            return Err(Failure::Exited("killed by signal 9".into()));
+        }
+        let answer = (self.script)(&request);
+        self.sent.push(request);
+        if answer.is_err() {
+            self.killed = true;
+        }
+        answer
+    }
+
+    fn python_pid(&self) -> u32 {
+        0
+    }
+
+    fn kill(&mut self) {
+        self.killed = true;
+    }
+}
+
+/// A successful reply with this body.
+pub fn ok(body: Value) -> Answer {
+    Ok(Reply::Ok(body))
+}
+
+/// The worker's error reply.
+pub fn err(error: WorkerError) -> Answer {
+    Ok(Reply::Err(error))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::worker::request::Ping;
+    use crate::worker::ErrorKind;
+
+    #[test]
+    fn a_script_answers_and_records_each_request() {
+        let mut worker = Scripted::new(|r| match r {
+            Request::Ping(_) => ok(serde_json::json!({})),
+            _ => err(WorkerError {
+                kind: ErrorKind::Protocol,
+                message: "unexpected".into(),
+                fatal: false,
+                traceback: None,
+            }),
+        });
+        let reply = worker.request(Ping {}, Duration::from_secs(1));
+        assert!(matches!(reply, Ok(Reply::Ok(_))));
+        assert_eq!(worker.commands(), ["ping"]);
+        assert!(!worker.killed);
+    }
+
+    #[test]
+    fn a_failure_leaves_the_worker_dead() {
+        let mut worker = Scripted::new(|_| Err(Failure::Timeout(Duration::from_secs(1))));
+        assert!(worker.request(Ping {}, Duration::from_secs(1)).is_err());
+        assert!(worker.killed);
+        let again = worker.request(Ping {}, Duration::from_secs(1));
+        assert!(matches!(again, Err(Failure::Exited(_))));
+    }
+
+    #[test]
+    fn a_reply_that_does_not_fit_the_command_kills_the_worker() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Needs {
+            field: u32,
+        }
+        let mut worker = Scripted::new(|_| ok(serde_json::json!({"other": 1})));
+        let reply = worker.exchange(Request::Ping(Ping {}), Duration::from_secs(1));
+        let read = reply.map(|r| r.read::<Needs>("ping"));
+        assert!(matches!(read, Ok(Err(_))));
+    }
+}
