@@ -22,7 +22,7 @@ use crate::record::{
 use crate::stats;
 use crate::verdict::{Cause, ReferenceStep};
 use crate::worker::request::{Command, Time, TimeSetup, TimingArm, TimingMode};
-use crate::worker::{ErrorKind, Link, Reply, Worker};
+use crate::worker::{ErrorKind, Link, Reply};
 
 /// Why timing (or another phase of an evaluation) ended early: the cause that decides the
 /// verdict.
@@ -102,10 +102,10 @@ const PROCESS_RANGE: f64 = 1.5;
 const PROCESS_ROUNDS: u32 = 6;
 
 /// The two workers of an evaluation, as timing uses them.
-pub struct Session<'s> {
+pub struct Session<'s, L: Link> {
     pub config: &'s Config,
-    pub reference: &'s mut Worker,
-    pub candidate: &'s mut Worker,
+    pub reference: &'s mut L,
+    pub candidate: &'s mut L,
     /// NVML for the evaluation's GPU, when it can be read.
     pub gpu: Option<&'s Mutex<Nvml>>,
     /// The CPU both workers' submitting threads move to for timing (`cpus::reserve`).
@@ -260,8 +260,8 @@ impl Command for Time {
     type Reply = Timed;
 }
 
-impl Session<'_> {
-    fn worker(&mut self, arm: usize) -> &mut Worker {
+impl<L: Link> Session<'_, L> {
+    fn worker(&mut self, arm: usize) -> &mut L {
         if arm == CANDIDATE || arm == CONTROL {
             self.candidate
         } else {
@@ -350,7 +350,7 @@ impl Session<'_> {
     pub fn run(
         &mut self,
         checks: &mut Vec<Check>,
-        timed_check: impl FnMut(&mut Worker, &mut Worker, u64) -> Result<Check, Failed>,
+        timed_check: impl FnMut(&mut L, &mut L, u64) -> Result<Check, Failed>,
     ) -> Result<Timing, Failed> {
         let mut timing = match self.config.mode {
             Mode::KernelBench => self.kernelbench(),
@@ -366,7 +366,7 @@ impl Session<'_> {
     fn offline(
         &mut self,
         checks: &mut Vec<Check>,
-        timed_check: impl FnMut(&mut Worker, &mut Worker, u64) -> Result<Check, Failed>,
+        timed_check: impl FnMut(&mut L, &mut L, u64) -> Result<Check, Failed>,
     ) -> Result<Timing, Failed> {
         let plan = self.warm_up()?;
         let rounds = self.take_rounds(&plan, checks, timed_check)?;
@@ -436,7 +436,7 @@ impl Session<'_> {
         &mut self,
         plan: &Plan,
         checks: &mut Vec<Check>,
-        mut timed_check: impl FnMut(&mut Worker, &mut Worker, u64) -> Result<Check, Failed>,
+        mut timed_check: impl FnMut(&mut L, &mut L, u64) -> Result<Check, Failed>,
     ) -> Result<Rounds, Failed> {
         let cfg = self.config;
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed_base);
@@ -802,7 +802,7 @@ const SERVER_CAP: Duration = Duration::from_secs(60);
 const SERVER_BLOCK: usize = 5;
 const SERVER_CLOCK_SHARE: f64 = 0.9;
 
-impl Session<'_> {
+impl<L: Link> Session<'_, L> {
     /// The server scenario (docs/design/timing.md): each arm gets blocks of requests, each after an
     /// exponential idle gap from a seeded generator shared by both arms, in a seeded random
     /// order per round, until each has `SERVER_REQUESTS` and `SERVER_MIN` has passed (or it
