@@ -139,7 +139,8 @@ pub struct Config {
     pub gpu_use: GpuUse,
     /// `--sandbox`: how the processes that run submission code are confined.
     pub sandbox: sandbox::Mode,
-    /// `--shard I/N`: the share of the selected submissions this run evaluates.
+    /// `--shard I/N`: the share of the selected submissions this run evaluates, as given (the
+    /// split fills in its sizes).
     pub shard: Option<Shard>,
 }
 
@@ -579,5 +580,20 @@ mod tests {
         // One lane, or smaller sizes than the facts count, share nothing worth guarding.
         assert!(!resolved(&["--lanes", "1"]).alone(Some(14 << 30)));
         assert!(!resolved(&["--lanes", "2", "--scale", "small"]).alone(Some(14 << 30)));
+    }
+
+    #[test]
+    fn policies_come_from_their_flags() {
+        let default = resolved(&[]);
+        assert_eq!(default.gpu_use, GpuUse::Shared);
+        assert_eq!(default.delta, crate::stats::DELTA_SHARED);
+        assert_eq!(default.sandbox, sandbox::Mode::Auto);
+        assert_eq!(default.shard, None);
+        let dedicated = resolved(&["--dedicated", "--sandbox", "off"]);
+        assert_eq!(dedicated.gpu_use, GpuUse::Dedicated);
+        assert_eq!(dedicated.delta, crate::stats::DELTA_DEDICATED);
+        assert_eq!(dedicated.sandbox, sandbox::Mode::Off);
+        let shard = resolved(&["--shard", "1/3", "--seed", "7"]).shard.unwrap();
+        assert_eq!((shard.index, shard.count), (1, 3));
     }
 }
