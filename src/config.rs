@@ -8,10 +8,13 @@ use serde_json::{Map, Value};
 
 use crate::cli::{
     BaselineArg, DeviceArg, EvalArgs, LibraryPolicyArg, ModeArg, PrecisionArg, ProcessCheckArg,
+    SandboxArg,
 };
 use crate::error::{Error, Result};
 use crate::probe::Probe;
 use crate::record::RecordedConfig;
+use crate::sandbox;
+use crate::shard::Shard;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Device {
@@ -69,6 +72,14 @@ impl LibraryPolicy {
     }
 }
 
+/// `--dedicated`: whether the run has its GPUs to itself (checked through NVML before it
+/// starts), and so judges speedups against the narrower band (`Config::delta`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GpuUse {
+    Dedicated,
+    Shared,
+}
+
 #[derive(Clone, Debug)]
 pub struct Timeouts {
     pub compile: Duration,
@@ -124,6 +135,13 @@ pub struct Config {
     /// `--lock-clocks`: None = leave the clocks alone; Some(None) = base clock; Some(Some(MHz)).
     pub lock_clocks: Option<Option<u32>>,
     pub library_policy: LibraryPolicy,
+    /// `--dedicated`: refuse GPUs on which other processes compute.
+    pub gpu_use: GpuUse,
+    /// `--sandbox`: how the processes that run submission code are confined.
+    pub sandbox: sandbox::Mode,
+    /// `--shard I/N`: the share of the selected submissions this run evaluates, as given (the
+    /// split fills in its sizes).
+    pub shard: Option<Shard>,
 }
 
 /// `--python`, else $KBENCH_PYTHON, else `.venv/bin/python` in the current folder, else python3.
@@ -331,6 +349,53 @@ fn read_seed(path: &Path) -> Result<u64> {
     })
 }
 
+/// The run's seed and what the record may say of it.
+struct Seed {
+    value: u64,
+    /// Given as `--seed` (recorded as is).
+    given: bool,
+    /// `--seed-file`: the seed's SHA-256, recorded instead of the seed.
+    sha256: Option<String>,
+}
+
+/// `--seed`, else `--seed-file`, else a secret seed from the OS; a shard needs one of the two.
+fn seed(args: &EvalArgs) -> Result<Seed> {
+    let from_file = args.seed_file.as_deref().map(read_seed).transpose()?;
+    if args.shard.is_some() && args.seed.is_none() && from_file.is_none() {
+        return Err(Error::Usage(
+            "use --shard with --seed N or --seed-file FILE: the shards of one run must draw the same inputs".into(),
+        ));
+    }
+    Ok(Seed {
+        value: args.seed.or(from_file).unwrap_or_else(|| {
+            use rand::RngCore;
+            rand::rngs::OsRng.next_u64()
+        }),
+        given: args.seed.is_some(),
+        sha256: from_file.map(seed_sha256),
+    })
+}
+
+/// The `--set NAME=VALUE` overrides, by name (a later one wins).
+fn sets(args: &EvalArgs) -> Result<Map<String, Value>> {
+    let mut sets = Map::new();
+    for raw in &args.sets {
+        let (k, v) = parse_set(raw)?;
+        sets.insert(k, v);
+    }
+    Ok(sets)
+}
+
+impl From<SandboxArg> for sandbox::Mode {
+    fn from(mode: SandboxArg) -> sandbox::Mode {
+        match mode {
+            SandboxArg::Auto => sandbox::Mode::Auto,
+            SandboxArg::Require => sandbox::Mode::Require,
+            SandboxArg::Off => sandbox::Mode::Off,
+        }
+    }
+}
+
 /// What a record holds of a seed from a file: enough to tell two seeds apart, not to find one.
 fn seed_sha256(seed: u64) -> String {
     use sha2::{Digest, Sha256};
@@ -362,20 +427,16 @@ impl Config {
         check_numbers(args)?;
         let timeouts = timeouts(args)?;
         let lock_clocks = lock_clocks(args, device)?;
-        let mut sets = Map::new();
-        for raw in &args.sets {
-            let (k, v) = parse_set(raw)?;
-            sets.insert(k, v);
-        }
+        let sets = sets(args)?;
         let compile_baseline = compile_baseline(args)?;
         let run_id = chrono::Local::now().format("run-%Y%m%d-%H%M%S").to_string();
         let out = out_dir(args, &run_id)?;
-        let from_file = args.seed_file.as_deref().map(read_seed).transpose()?;
-        if args.shard.is_some() && args.seed.is_none() && from_file.is_none() {
-            return Err(Error::Usage(
-                "use --shard with --seed N or --seed-file FILE: the shards of one run must draw the same inputs".into(),
-            ));
-        }
+        let seed = seed(args)?;
+        let gpu_use = if args.dedicated {
+            GpuUse::Dedicated
+        } else {
+            GpuUse::Shared
+        };
         let jobs = args
             .jobs
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
@@ -401,12 +462,9 @@ impl Config {
             mode: args.mode.into(),
             compile_baseline,
             process_check_always: args.process_check == ProcessCheckArg::Always,
-            seed: args.seed.or(from_file).unwrap_or_else(|| {
-                use rand::RngCore;
-                rand::rngs::OsRng.next_u64()
-            }),
-            seed_given: args.seed.is_some(),
-            seed_sha256: from_file.map(seed_sha256),
+            seed: seed.value,
+            seed_given: seed.given,
+            seed_sha256: seed.sha256,
             scale: args.scale.clone().filter(|s| s != "full"),
             sets,
             timeouts,
@@ -414,13 +472,15 @@ impl Config {
             resume: args.resume,
             cuda_arch_list: probe.cuda_arch_list(),
             gpu_memory: probe.smallest_gpu_memory(),
-            delta: if args.dedicated {
-                crate::stats::DELTA_DEDICATED
-            } else {
-                crate::stats::DELTA_SHARED
+            delta: match gpu_use {
+                GpuUse::Dedicated => crate::stats::DELTA_DEDICATED,
+                GpuUse::Shared => crate::stats::DELTA_SHARED,
             },
             lock_clocks,
             library_policy: args.library_policy.into(),
+            gpu_use,
+            sandbox: args.sandbox.into(),
+            shard: args.shard,
         })
     }
 
@@ -520,5 +580,20 @@ mod tests {
         // One lane, or smaller sizes than the facts count, share nothing worth guarding.
         assert!(!resolved(&["--lanes", "1"]).alone(Some(14 << 30)));
         assert!(!resolved(&["--lanes", "2", "--scale", "small"]).alone(Some(14 << 30)));
+    }
+
+    #[test]
+    fn policies_come_from_their_flags() {
+        let default = resolved(&[]);
+        assert_eq!(default.gpu_use, GpuUse::Shared);
+        assert_eq!(default.delta, crate::stats::DELTA_SHARED);
+        assert_eq!(default.sandbox, sandbox::Mode::Auto);
+        assert_eq!(default.shard, None);
+        let dedicated = resolved(&["--dedicated", "--sandbox", "off"]);
+        assert_eq!(dedicated.gpu_use, GpuUse::Dedicated);
+        assert_eq!(dedicated.delta, crate::stats::DELTA_DEDICATED);
+        assert_eq!(dedicated.sandbox, sandbox::Mode::Off);
+        let shard = resolved(&["--shard", "1/3", "--seed", "7"]).shard.unwrap();
+        assert_eq!((shard.index, shard.count), (1, 3));
     }
 }

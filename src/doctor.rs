@@ -1,5 +1,6 @@
 //! `kbench doctor`: each thing a run needs, found or not, with the fix when not.
 
+use crate::error::Error;
 use crate::probe::{nvml_driver, Probe};
 
 pub struct Check {
@@ -10,7 +11,7 @@ pub struct Check {
 }
 
 /// The checks, from a probe (or the reason no probe could run).
-pub fn checks(python: &str, probe: Result<&Probe, String>) -> Vec<Check> {
+pub fn checks(python: &str, probe: Result<&Probe, &Error>) -> Vec<Check> {
     let mut out = Vec::new();
     let facts = match probe {
         Ok(p) => p.facts.clone(),

@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use kbench::exit::Exit;
 
 fn main() -> ExitCode {
     let cli = kbench::cli::Cli::parse();
@@ -10,7 +11,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("kbench: failed to {e}");
-            ExitCode::from(kbench::EXIT_KBENCH_FAILED)
+            Exit::KbenchFailed.into()
         }
     }
 }
