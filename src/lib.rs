@@ -344,12 +344,11 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
     // Held for the whole run: dropping them (or a termination signal) restores the clocks.
     let _clock_locks = lock_clocks(&config)?;
     let ceilings = speed_of_light(&config, &worker_path, &probe);
-    let mut record = start_record(&config, &probe, found.unmatched)?;
+    let mut record = start_record(&config, &probe, found.unmatched, shard)?;
     if published.is_some() {
         record.published = published;
     }
     check_resumed_shard(&config, &record, shard)?;
-    record.shard = shard;
     record.environment.ceilings = ceilings.clone();
     std::fs::create_dir_all(out.join("logs")).map_err(|e| Error::write(out, e))?;
     let work = pending(&record, found.submissions, &tasks);
@@ -633,11 +632,13 @@ fn lock_clocks(config: &Config) -> Result<Vec<nvml::ClockLock<nvml::Nvml>>> {
     Ok(locks)
 }
 
-/// A new record, or with --resume the one in --out (whose settings must match this run's).
+/// A new record (of `shard`, when one), or with --resume the one in --out (whose settings must
+/// match this run's).
 fn start_record(
     config: &Config,
     probe: &Probe,
     unmatched: Vec<submission::Unmatched>,
+    shard: Option<shard::Shard>,
 ) -> Result<RunRecord> {
     let existing = config.out.join("results.json");
     if existing.exists() {
@@ -670,30 +671,67 @@ fn start_record(
         unmatched,
         published: None,
         command: std::env::args().collect(),
-        shard: None,
+        shard,
     })
 }
 
 /// `kbench merge`: the shards' records joined (`merge::merge` checks they are one run's), every
-/// report written again from the merged evaluations, and the gate judged on all of them.
+/// report written again from the merged evaluations with the logs copied in, and the gate judged
+/// on all of them.
 fn merge(args: &MergeArgs) -> Result<ExitCode> {
-    let records = args
-        .runs
+    let mut shards = Vec::new();
+    for dir in &args.runs {
+        match merge::read_run(dir) {
+            Ok(record) => shards.push((dir.clone(), record)),
+            Err(e) if args.if_complete && !dir.join("results.json").exists() => {
+                eprintln!("kbench merge: not yet: {e}");
+                return Ok(ExitCode::from(EXIT_PASSED));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let named = shards
         .iter()
-        .map(|dir| Ok((dir.display().to_string(), merge::read_run(dir)?)))
-        .collect::<Result<Vec<_>>>()?;
-    let record = merge::merge(records)?;
+        .map(|(dir, r)| (dir.display().to_string(), r.clone()))
+        .collect();
+    let run_id = chrono::Local::now()
+        .format("merge-%Y%m%d-%H%M%S")
+        .to_string();
+    let record = match merge::merge(named, run_id, std::env::args().collect()) {
+        Err(merge::Refusal::Unfinished(why)) if args.if_complete => {
+            eprintln!("kbench merge: not yet: {why}");
+            return Ok(ExitCode::from(EXIT_PASSED));
+        }
+        merged => merged?,
+    };
     let out = &args.out;
-    if out.join("results.json").exists() {
+    let replacing = out.join("results.json").exists();
+    if replacing && !args.replace {
         return Err(Error::Usage(format!(
-            "write to {}: it holds a run already; choose another --out",
+            "write to {}: it holds a run already; choose another --out, or --replace it",
             out.display()
         )));
     }
-    std::fs::create_dir_all(out).map_err(|e| Error::write(out, e))?;
-    report::write_files(&record, out)?;
+    // A run replaced is written beside `out` and moved into place: a merge that fails half-way
+    // leaves the previous merged run whole.
+    let target = if replacing {
+        out.with_extension("merging")
+    } else {
+        out.clone()
+    };
+    if replacing {
+        let _ = std::fs::remove_dir_all(&target);
+    }
+    std::fs::create_dir_all(&target).map_err(|e| Error::write(&target, e))?;
+    merge::copy_logs(&shards, &target)?;
+    report::write_files(&record, &target)?;
     let summary = report::summary::summarize_run(&record);
-    report::write_summary(&summary, out)?;
+    report::write_summary(&summary, &target)?;
+    report::write_html(&record, &summary, &target)?;
+    if replacing {
+        std::fs::remove_dir_all(out).map_err(|e| Error::write(out, e))?;
+        std::fs::rename(&target, out).map_err(|e| Error::write(out, e))?;
+    }
     let gate = gate::judge(&record, args.min_speedup);
     print!(
         "{}",
