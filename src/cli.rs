@@ -130,6 +130,14 @@ pub struct MergeArgs {
     /// Fail the gate when a correct kernel's speedup is below X
     #[arg(long, value_name = "X")]
     pub min_speedup: Option<f64>,
+    /// Merge only once every shard has finished: while one is missing its results.json or has
+    /// not finished, say which and exit 0 without writing (each shard can run this as it ends;
+    /// the last one merges)
+    #[arg(long)]
+    pub if_complete: bool,
+    /// Replace the merged run already in --out (a merge made again after a shard was rerun)
+    #[arg(long)]
+    pub replace: bool,
 }
 
 #[derive(Debug, Args)]

@@ -101,6 +101,31 @@ impl RecordedConfig {
         let digest = sha2::Sha256::digest(json);
         digest[..8].iter().map(|b| format!("{b:02x}")).collect()
     }
+
+    /// The settings in which this differs from `other`, each as `name A against B` (as
+    /// results.json writes them), so a refusal names the flag to fix rather than printing both.
+    pub fn differences(&self, other: &RecordedConfig) -> Vec<String> {
+        let as_map = |c: &RecordedConfig| match serde_json::to_value(c) {
+            Ok(Value::Object(map)) => map,
+            _ => serde_json::Map::new(),
+        };
+        let (a, b) = (as_map(self), as_map(other));
+        let mut names: Vec<&String> = a.keys().chain(b.keys()).collect();
+        names.sort();
+        names.dedup();
+        let shown = |v: Option<&Value>| v.map_or("unset".into(), Value::to_string);
+        names
+            .into_iter()
+            .filter(|name| a.get(*name) != b.get(*name))
+            .map(|name| {
+                format!(
+                    "{name} {} against {}",
+                    shown(a.get(name)),
+                    shown(b.get(name))
+                )
+            })
+            .collect()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

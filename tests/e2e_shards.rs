@@ -66,12 +66,13 @@ fn three_shards_merge_into_the_single_run() {
     let shards: Vec<PathBuf> = (0..3)
         .map(|i| tmp.path().join(format!("shard{i}")))
         .collect();
-    // The shards run as separate processes at once, as on three machines.
+    // The shards run as separate processes at once, as on three machines, with --resume as the
+    // cluster examples pass it: a fresh folder starts the shard.
     let running: Vec<Child> = shards
         .iter()
         .enumerate()
         .map(|(i, out)| {
-            eval(out, &seed, &["--shard", &format!("{i}/3")])
+            eval(out, &seed, &["--shard", &format!("{i}/3"), "--resume"])
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::piped())
                 .spawn()
@@ -108,16 +109,74 @@ fn three_shards_merge_into_the_single_run() {
         .unwrap()
         .contains("8106604497"));
 
+    // A finished shard run again with --resume (a requeued cluster task) resumes it: nothing
+    // is evaluated again and its record stays.
+    let before = record(&shards[1]);
+    let again = eval(&shards[1], &seed, &["--shard", "1/3", "--resume"])
+        .output()
+        .unwrap();
+    assert!(
+        matches!(again.status.code(), Some(0 | 1)),
+        "{}",
+        stderr(&again)
+    );
+    assert_eq!(record(&shards[1])["evaluations"], before["evaluations"]);
+    assert_eq!(record(&shards[1])["run_id"], before["run_id"]);
+
     let merged = tmp.path().join("merged");
-    let mut args = vec!["merge".to_string()];
-    args.extend(shards.iter().rev().map(|s| s.display().to_string()));
-    args.extend(["--out".into(), merged.display().to_string()]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let joined = kbench(&args).output().unwrap();
+    let merge = |extra: &[&str]| {
+        let mut cmd = kbench(&["merge"]);
+        cmd.args(shards.iter().rev())
+            .arg("--out")
+            .arg(&merged)
+            .args(extra);
+        cmd.output().unwrap()
+    };
+    // --if-complete before every shard has finished: nothing written, not a failure.
+    let unfinished = tmp.path().join("unfinished");
+    std::fs::create_dir_all(&unfinished).unwrap();
+    let mut cut = record(&shards[2]);
+    cut["evaluations"].as_array_mut().unwrap().pop();
+    std::fs::write(unfinished.join("results.json"), cut.to_string()).unwrap();
+    let early = kbench(&["merge", "--if-complete"])
+        .args([&shards[0], &shards[1], &unfinished])
+        .arg("--out")
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert_eq!(early.status.code(), Some(0), "{}", stderr(&early));
+    assert!(stderr(&early).contains("not yet"), "{}", stderr(&early));
+    assert!(!merged.join("results.json").exists());
+
+    let joined = merge(&["--if-complete"]);
     assert_eq!(joined.status.code(), Some(1), "{}", stderr(&joined));
     assert_eq!(verdicts(&merged), verdicts(&single));
     assert_eq!(record(&merged)["config"], record(&single)["config"]);
     assert!(record(&merged)["shard"].is_null());
+    // The merged run is a run of its own: its command is the merge's, its logs are inside it.
+    assert_eq!(record(&merged)["command"][1], "merge");
+    assert!(record(&merged)["run_id"]
+        .as_str()
+        .is_some_and(|id| id.starts_with("merge-")));
+    assert!(merged.join("report.html").is_file());
+    let logs: Vec<String> = record(&merged)["evaluations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|e| e["logs"].as_array().unwrap().clone())
+        .map(|log| log.as_str().unwrap().to_string())
+        .collect();
+    assert!(!logs.is_empty());
+    for log in logs {
+        assert!(merged.join(&log).is_file(), "{log}");
+    }
+    // A merged run is replaced only when asked.
+    let twice = merge(&[]);
+    assert_eq!(twice.status.code(), Some(2), "{}", stderr(&twice));
+    assert!(stderr(&twice).contains("--replace"), "{}", stderr(&twice));
+    let replaced = merge(&["--replace"]);
+    assert_eq!(replaced.status.code(), Some(1), "{}", stderr(&replaced));
+    assert_eq!(verdicts(&merged), verdicts(&single));
     for report in ["results.csv", "junit.xml"] {
         let lines = |dir: &Path| {
             let text = std::fs::read_to_string(dir.join(report)).unwrap();

@@ -68,12 +68,11 @@ pub fn run(args: &EvalArgs) -> Result<Exit> {
     // Held for the whole run: dropping them (or a termination signal) restores the clocks.
     let _clock_locks = lock_clocks(&config)?;
     let ceilings = speed_of_light(&config, &worker_path, &probe);
-    let mut record = start_record(&config, &probe, found.unmatched)?;
+    let mut record = start_record(&config, &probe, found.unmatched, shard)?;
     if published.is_some() {
         record.published = published;
     }
     check_resumed_shard(&config, &record, shard)?;
-    record.shard = shard;
     record.environment.ceilings = ceilings.clone();
     std::fs::create_dir_all(out.join("logs")).map_err(|e| Error::write(out, e))?;
     let work = pending(&record, found.submissions, &tasks);
@@ -381,11 +380,13 @@ fn lock_clocks(config: &Config) -> Result<Vec<nvml::ClockLock<nvml::Nvml>>> {
     Ok(locks)
 }
 
-/// A new record, or with --resume the one in --out (whose settings must match this run's).
+/// A new record (of `shard`, when one), or with --resume the one in --out (whose settings must
+/// match this run's).
 fn start_record(
     config: &Config,
     probe: &Probe,
     unmatched: Vec<submission::Unmatched>,
+    shard: Option<Shard>,
 ) -> Result<RunRecord> {
     let existing = config.out.join("results.json");
     if existing.exists() {
@@ -399,9 +400,9 @@ fn start_record(
         let mut record = report::json::parse(&bytes)?;
         if record.config != config.recorded() {
             return Err(Error::Usage(format!(
-                "resume {}: its settings differ from this run's (recorded {:?})",
+                "resume {}: its settings differ from this run's: {}",
                 config.out.display(),
-                record.config
+                record.config.differences(&config.recorded()).join(", ")
             )));
         }
         record.unmatched = unmatched;
@@ -418,6 +419,6 @@ fn start_record(
         unmatched,
         published: None,
         command: std::env::args().collect(),
-        shard: None,
+        shard,
     })
 }
