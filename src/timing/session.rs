@@ -75,6 +75,8 @@ impl<L: Link> Session<'_, L> {
         }
     }
 
+    /// One block from `arm`: `n` samples of `burst` calls behind a blocker of `blocker_cycles`,
+    /// then `audits` audit calls; its wall time is measured here, around the request.
     pub(super) fn block(
         &mut self,
         arm: ArmId,
