@@ -1,13 +1,21 @@
 //! Every rule that decides or changes a timing's label once the statistics have given one:
 //! charged times, a host-synchronizing forward's host error, the process effect (and when it is
-//! checked), a process check that could not run, and clock parity's warning. The summary's own
-//! label is `stats::Decision` of its interval (`summarize`). It computes on a `Timing`; it asks
-//! no worker and takes no sample.
+//! checked), a process check that could not run, and clock parity's warning; with them the
+//! interval's relative half-width, which a rule that widens the interval keeps up to date. It
+//! computes on a `Timing`; it asks no worker and takes no sample, and uses no other part of
+//! timing (the summary starts from `summary_label`).
 
 use crate::record::{ProcessEffect, Timing, CHARGED};
 use crate::stats;
 
-use super::summary::half_width;
+/// The interval's half-width relative to the speedup; infinite for an unbounded interval.
+pub(super) fn half_width(timing: &Timing) -> f64 {
+    if timing.speedup > 0.0 && timing.speedup_ci_high.is_finite() {
+        (timing.speedup_ci_high - timing.speedup_ci_low) / (2.0 * timing.speedup)
+    } else {
+        f64::INFINITY
+    }
+}
 
 /// The label of a summary: its paired interval's decision, or INCONCLUSIVE when the samples
 /// could not be paired by round (`paired` is `None`).

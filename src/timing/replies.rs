@@ -4,7 +4,6 @@
 
 use serde::Deserialize;
 
-use super::session::Failed;
 use crate::verdict::Cause;
 use crate::worker::request::{Command, Time, TimeSetup};
 
@@ -42,12 +41,12 @@ impl Command for Time {
 }
 
 /// The samples of a timing reply: finite, non-negative milliseconds, or the worker is broken.
-pub fn samples_of(reply: &Timed) -> Result<Vec<f64>, Failed> {
+pub fn samples_of(reply: &Timed) -> Result<Vec<f64>, Cause> {
     times_of(&reply.samples_ms, "samples_ms")
 }
 
 /// The audit calls' excesses: finite, of either sign (two clocks, microseconds apart).
-pub(super) fn excess_of(reply: &Timed) -> Result<Vec<f64>, Failed> {
+pub(super) fn excess_of(reply: &Timed) -> Result<Vec<f64>, Cause> {
     numbers_of(
         &reply.audit_excess_ms,
         "audit_excess_ms",
@@ -57,7 +56,7 @@ pub(super) fn excess_of(reply: &Timed) -> Result<Vec<f64>, Failed> {
 }
 
 /// The times of a reply's list `key`: finite, non-negative milliseconds.
-pub(super) fn times_of(values: &Option<Vec<f64>>, key: &str) -> Result<Vec<f64>, Failed> {
+pub(super) fn times_of(values: &Option<Vec<f64>>, key: &str) -> Result<Vec<f64>, Cause> {
     numbers_of(
         values,
         key,
@@ -72,7 +71,7 @@ fn numbers_of(
     key: &str,
     valid: impl Fn(f64) -> bool,
     what: &str,
-) -> Result<Vec<f64>, Failed> {
+) -> Result<Vec<f64>, Cause> {
     let Some(values) = values else {
         return Err(Cause::MalformedTimes(format!(
             "malformed timing reply: no {key}"

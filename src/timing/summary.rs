@@ -3,7 +3,7 @@
 //! baseline's comparison, and the method's name. Pure: it takes no sample and asks no worker;
 //! the label it starts from is `label::summary_label`, and later changes to it are `label`'s.
 
-use super::label::summary_label;
+use super::label::{half_width, summary_label};
 use crate::config::{Config, Device, Mode};
 use crate::record::{Arm, CompileBaseline, Timing};
 use crate::stats;
@@ -52,15 +52,6 @@ pub(super) fn method(cfg: &Config) -> String {
         (Mode::Offline, Device::Cpu) => "cpu_perf_counter".into(),
         (Mode::KernelBench, Device::Cpu) => "kernelbench_cpu_perf_counter".into(),
         (Mode::Server, _) => "server_request_latency".into(),
-    }
-}
-
-/// The interval's half-width relative to the speedup; infinite for an unbounded interval.
-pub(super) fn half_width(timing: &Timing) -> f64 {
-    if timing.speedup > 0.0 && timing.speedup_ci_high.is_finite() {
-        (timing.speedup_ci_high - timing.speedup_ci_low) / (2.0 * timing.speedup)
-    } else {
-        f64::INFINITY
     }
 }
 
