@@ -1,0 +1,186 @@
+//! Tests of the offline schedule: bursts and the order of rounds.
+
+use super::*;
+use ArmId::{Candidate, Compiled, Eager};
+
+#[test]
+fn calls_under_ten_microseconds_are_timed_in_bursts() {
+    assert_eq!(burst_size(0.056), 1);
+    assert_eq!(burst_size(0.010), 1);
+    assert_eq!(burst_size(0.008), 3);
+    assert_eq!(burst_size(0.002), 10);
+    assert_eq!(burst_size(0.0001), BURST_MAX);
+    assert_eq!(burst_size(0.0), 1);
+    assert_eq!(burst_size(f64::INFINITY), 1);
+}
+
+#[test]
+fn rounds_are_palindromes_with_a_rotated_start() {
+    assert_eq!(round_order(0, 2), [Eager, Candidate, Candidate, Eager]);
+    assert_eq!(round_order(1, 2), [Candidate, Eager, Eager, Candidate]);
+    let three: Vec<Vec<ArmId>> = (0..3).map(|r| round_order(r, 3)).collect();
+    assert_eq!(
+        three[0],
+        [Eager, Compiled, Candidate, Candidate, Compiled, Eager]
+    );
+    assert_eq!(
+        three[1],
+        [Compiled, Candidate, Eager, Eager, Candidate, Compiled]
+    );
+    assert_eq!(round_order(3, 3), three[0]);
+    // Over a cycle of starts every arm holds every position once.
+    for position in 0..6 {
+        let mut arms: Vec<usize> = three.iter().map(|o| o[position].index()).collect();
+        arms.sort();
+        assert_eq!(arms, [0, 1, 2]);
+    }
+}
+
+/// The offline protocol end to end over scripted workers, on the CPU: each worker answers
+/// `time_setup` with its warm-up figures and `time` with a block of samples shaped as
+/// `kbench_worker/timing.py` writes them. A scripted reply returns at once, so the wall time
+/// kbench measures around a block is below the times it reports, for either arm alike: the
+/// envelope sees no unexplained time unless a script sleeps.
+mod session {
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use crate::config::Config;
+    use crate::probe::Probe;
+    use crate::record::{Check, Outcome, Timing, CHARGED};
+    use crate::stats::Decision;
+    use crate::timing::{Failed, Session};
+    use crate::worker::fake::{self, Answer, Scripted};
+    use crate::worker::request::Request;
+
+    /// A run's configuration on the CPU, from the command line's defaults.
+    fn cpu_config() -> Config {
+        let cli = <crate::cli::Cli as clap::Parser>::parse_from([
+            "kbench",
+            "eval",
+            "submissions",
+            "--device",
+            "cpu",
+        ]);
+        let crate::cli::Command::Eval(args) = cli.command else {
+            panic!("not eval");
+        };
+        let probe = Probe {
+            facts: json!({"cuda_available": false}),
+        };
+        Config::resolve(&args, PathBuf::from("tasks"), "python3".into(), &probe).unwrap()
+    }
+
+    /// A worker's script; both workers of a session are links of one type.
+    type Script = Box<dyn FnMut(&Request) -> Answer>;
+
+    /// A worker whose calls take `ms` (its warm-up's median) and whose k-th sample reads `ms`
+    /// give or take 0.4 %, the same sequence in every worker; it sleeps `sleep_ms` per sample
+    /// before it replies (0: it replies at once).
+    fn worker(ms: f64, sleep_ms: f64) -> Script {
+        let mut taken = 0u32;
+        Box::new(move |request| match request {
+            Request::TimeSetup(_) => fake::ok(json!({
+                "median_ms": ms, "submit_ms": 0.01, "calls": 10, "sets": 4,
+            })),
+            Request::Time(time) => {
+                let n = time.n.expect("an offline block names its samples");
+                let samples: Vec<f64> = (taken..taken + n)
+                    .map(|k| ms * (1.0 + 0.001 * f64::from(k % 5)))
+                    .collect();
+                taken += n;
+                std::thread::sleep(Duration::from_secs_f64(sleep_ms * f64::from(n) / 1e3));
+                fake::ok(json!({
+                    "samples_ms": samples, "overflows": 0, "audit_ms": [],
+                    "audit_excess_ms": [], "burst": time.burst.unwrap_or(1),
+                }))
+            }
+            other => panic!("timing sent {}", other.cmd()),
+        })
+    }
+
+    /// The timing of a reference whose calls take 1 ms against `candidate`, with the checks it
+    /// made, and the commands each worker was sent.
+    fn timed(candidate: Script) -> (Timing, Vec<Check>, [Vec<String>; 2]) {
+        let config = cpu_config();
+        let mut reference = Scripted::new(worker(1.0, 0.0));
+        let mut candidate = Scripted::new(candidate);
+        let mut checks = Vec::new();
+        let mut session = Session {
+            config: &config,
+            reference: &mut reference,
+            candidate: &mut candidate,
+            gpu: None,
+            cpu: None,
+            seed_base: 7,
+        };
+        let timed_check = |_: &mut _, _: &mut _, _| -> Result<Check, Failed> {
+            Ok(Check {
+                name: "timing.timed_output_check".into(),
+                outcome: Outcome::Pass,
+                evidence: "scripted".into(),
+                seconds: 0.0,
+                runs: 1,
+            })
+        };
+        let timing = session.run(&mut checks, timed_check).unwrap();
+        (timing, checks, [reference.commands(), candidate.commands()])
+    }
+
+    fn outcome(checks: &[Check], name: &str) -> Outcome {
+        checks.iter().find(|c| c.name == name).unwrap().outcome
+    }
+
+    #[test]
+    fn equal_speeds_read_same() {
+        let (timing, checks, commands) = timed(worker(1.0, 0.0));
+        assert_eq!(timing.label, Decision::Same, "{timing:?}");
+        assert!((timing.speedup - 1.0).abs() < 1e-9, "{}", timing.speedup);
+        assert_eq!(timing.method, "cpu_perf_counter");
+        assert_eq!(outcome(&checks, "timing.wall_envelope"), Outcome::Pass);
+        // On the CPU there are no audit calls.
+        assert_eq!(outcome(&checks, "timing.audit"), Outcome::Skip);
+        assert_eq!(outcome(&checks, "timing.timed_output_check"), Outcome::Pass);
+        // Each worker sets up once, then times blocks: A C C A rounds, two blocks per arm.
+        for sent in &commands {
+            assert_eq!(sent[0], "time_setup");
+            assert!(sent[1..].iter().all(|c| c == "time"), "{sent:?}");
+        }
+        assert_eq!(commands[0].len(), commands[1].len());
+        assert_eq!(
+            timing.reference.samples_ms.len(),
+            timing.candidate.samples_ms.len()
+        );
+    }
+
+    #[test]
+    fn a_candidate_twice_as_slow_reads_slower_around_a_half() {
+        let (timing, checks, _) = timed(worker(2.0, 0.0));
+        assert_eq!(timing.label, Decision::Slower, "{timing:?}");
+        assert!((timing.speedup - 0.5).abs() < 0.01, "{}", timing.speedup);
+        assert!(timing.speedup_ci_low <= 0.5 && 0.5 <= timing.speedup_ci_high);
+        assert_eq!(outcome(&checks, "timing.wall_envelope"), Outcome::Pass);
+        // Far from 1, so no process check.
+        assert!(timing.process.is_none());
+    }
+
+    #[test]
+    fn times_far_below_the_wall_time_taken_are_charged() {
+        // The candidate reports 0.01 ms a call but takes at least 15 ms of wall time a sample:
+        // beyond the reference's (which replies at once) and the CPU's 10 ms allowance, at
+        // least 5 ms a sample is unexplained and charged, however long the sleeps overrun.
+        let (timing, checks, _) = timed(worker(0.01, 15.0));
+        assert_eq!(outcome(&checks, "timing.wall_envelope"), Outcome::Warn);
+        assert_eq!(timing.method, CHARGED);
+        let charged = timing.candidate.median_ms;
+        assert!(charged > 5.0, "{charged}");
+        assert_eq!(timing.label, Decision::Slower, "{timing:?}");
+        assert!(timing.speedup < 0.2, "{}", timing.speedup);
+        assert!(timing
+            .warnings
+            .iter()
+            .any(|w| w.contains("timing.wall_envelope")));
+    }
+}

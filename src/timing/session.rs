@@ -1,0 +1,148 @@
+//! One evaluation's timing session: its two workers, one timing request to an arm (whose
+//! worker answers, and whose fault a failure is), one block of samples as the offline protocol
+//! asks for it, the workers' set-up, NVML, and the dispatch to the run's mode. It owns no
+//! schedule and no statistics: the modes (`offline`, `kernelbench`, `server`) decide what to ask.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::arms::ArmId;
+use super::replies::{excess_of, samples_of, times_of};
+use crate::config::{Config, Mode};
+use crate::nvml::{Gpu, Nvml, Telemetry};
+use crate::record::{Check, Timing};
+use crate::verdict::{Cause, ReferenceStep};
+use crate::worker::request::{Command, Time, TimeSetup, TimingMode};
+use crate::worker::{Link, Reply};
+
+/// Why timing (or another phase of an evaluation) ended early: the cause that decides the
+/// verdict.
+pub type Failed = Cause;
+
+/// Extra time allowed for a worker's warm-up (at most ~2 s of calls) beyond one call's deadline.
+pub(super) const WARMUP_ALLOWANCE: Duration = Duration::from_secs(5);
+
+/// The two workers of an evaluation, as timing uses them.
+pub struct Session<'s, L: Link> {
+    pub config: &'s Config,
+    pub reference: &'s mut L,
+    pub candidate: &'s mut L,
+    /// NVML for the evaluation's GPU, when it can be read.
+    pub gpu: Option<&'s Mutex<Nvml>>,
+    /// The CPU both workers' submitting threads move to for timing (`cpus::reserve`).
+    pub cpu: Option<usize>,
+    /// Base of the input seeds of timed calls: sample k of either arm uses derive_seed(base, k).
+    pub seed_base: u64,
+}
+
+/// A block's reply, read.
+pub(super) struct Block {
+    pub(super) samples: Vec<f64>,
+    pub(super) overflows: u32,
+    pub(super) audit_ms: Vec<f64>,
+    pub(super) audit_excess_ms: Vec<f64>,
+    /// kbench's wall time for the block per sample asked.
+    pub(super) wall_per_sample_ms: f64,
+    /// Calls per sample the worker timed (fewer than asked when memory held fewer input sets).
+    pub(super) burst: u32,
+}
+
+impl<L: Link> Session<'_, L> {
+    fn worker(&mut self, arm: ArmId) -> &mut L {
+        if arm.in_candidate() {
+            self.candidate
+        } else {
+            self.reference
+        }
+    }
+
+    /// A timing request to one arm; the reference's own errors are not the submission's fault,
+    /// but its death while the candidate runs is.
+    pub(super) fn ask<C: Command>(
+        &mut self,
+        arm: ArmId,
+        body: C,
+        deadline: Duration,
+    ) -> Result<C::Reply, Failed> {
+        match (self.worker(arm).request(body, deadline), arm) {
+            (Ok(Reply::Ok(v)), _) => Ok(v),
+            (Ok(Reply::Err(e)), ArmId::Eager | ArmId::Compiled) => {
+                Err(Cause::ReferenceError(ReferenceStep::Timing, e))
+            }
+            (Err(f), ArmId::Eager | ArmId::Compiled) => Err(Cause::ReferenceDied(f)),
+            (Ok(Reply::Err(e)), _) => Err(Cause::Raised(e)),
+            (Err(f), _) => Err(Cause::Silent(f)),
+        }
+    }
+
+    /// One block from `arm`: `n` samples of `burst` calls behind a blocker of `blocker_cycles`,
+    /// then `audits` audit calls; its wall time is measured here, around the request.
+    pub(super) fn block(
+        &mut self,
+        arm: ArmId,
+        n: u32,
+        blocker_cycles: u64,
+        audits: u32,
+        burst: u32,
+    ) -> Result<Block, Failed> {
+        let request = Time {
+            n: Some(n),
+            blocker_cycles: Some(blocker_cycles),
+            audits: Some(audits),
+            burst: Some(burst),
+            arm: arm.wire(),
+            ..Time::default()
+        };
+        let started = Instant::now();
+        let reply = self.ask(arm, request, self.config.timeouts.call)?;
+        let wall_ms = started.elapsed().as_secs_f64() * 1e3;
+        let samples = samples_of(&reply)?;
+        let burst_used = reply
+            .burst
+            .map_or(1, |b| b.clamp(1, u64::from(burst)) as u32);
+        Ok(Block {
+            burst: burst_used,
+            wall_per_sample_ms: wall_ms / f64::from(n.max(1)),
+            overflows: reply.overflows as u32,
+            audit_ms: times_of(&reply.audit_ms, "audit_ms")?,
+            audit_excess_ms: excess_of(&reply)?,
+            samples,
+        })
+    }
+
+    /// A worker's timing set-up in `mode`: its inputs' seeds, and the CPU its submitting thread
+    /// moves to.
+    pub(super) fn setup(&self, mode: TimingMode) -> TimeSetup {
+        TimeSetup {
+            seed: self.seed_base,
+            mode,
+            cpu: self.cpu,
+            cycles_per_us: None,
+            arm: None,
+        }
+    }
+
+    pub(super) fn read_gpu(&self) -> Option<Telemetry> {
+        self.gpu?.lock().ok()?.read().ok()
+    }
+
+    pub(super) fn max_sm_mhz(&self) -> Option<u32> {
+        self.gpu?.lock().ok()?.max_sm_mhz().ok()
+    }
+
+    /// Time both arms in the run's mode. `timed_check` checks the candidate's kept output of the
+    /// last block (it gets both workers and the seed base) and says how it went.
+    pub fn run(
+        &mut self,
+        checks: &mut Vec<Check>,
+        timed_check: impl FnMut(&mut L, &mut L, u64) -> Result<Check, Failed>,
+    ) -> Result<Timing, Failed> {
+        let mut timing = match self.config.mode {
+            Mode::KernelBench => self.kernelbench(),
+            Mode::Server => self.server(),
+            Mode::Offline => self.offline(checks, timed_check),
+        }?;
+        timing.cpu = self.cpu;
+        Ok(timing)
+    }
+}
