@@ -4,7 +4,7 @@
 //! 1. find the tasks (`task::discover`) and the submissions (`submission::discover`);
 //! 2. probe Python, torch and the GPUs (`probe`), resolve the flags (`config`);
 //! 3. build every submission in a compile pool, then evaluate each on a GPU slot, in lanes
-//!    that share it outside timing (`schedule` and `lanes` over `evaluate::Python`: trusted
+//!    that share it outside timing (`schedule` and `lanes` over `pipeline::Python`: trusted
 //!    reference worker, untrusted candidate worker);
 //! 4. after each evaluation rewrite results.json, results.csv and junit.xml (`report`);
 //! 5. print the summary and return the gate's exit code (`gate`).
@@ -18,12 +18,12 @@ pub mod cost;
 pub mod cpus;
 pub mod doctor;
 pub mod error;
-pub mod evaluate;
 pub mod gate;
 pub mod import;
 pub mod lanes;
 pub mod merge;
 pub mod nvml;
+pub mod pipeline;
 pub mod probe;
 pub mod published;
 pub mod record;
@@ -357,7 +357,7 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
     report::write_files(&record, out)?;
 
     let started = std::time::Instant::now();
-    let mut findings = static_findings(&config, &worker_path, &cache, &work)?;
+    let findings = static_findings(&config, &worker_path, &cache, &work)?;
     let scanned = started.elapsed().as_secs_f64();
     let facts = facts_at_hand(&config, &worker_path, &cache, &work)?;
     // Before the first build: where a cold start's minutes go.
@@ -373,23 +373,16 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
         config.cuda_arch_list
     );
     let confinement = confine(args.sandbox, &config, &worker_path)?;
-    let backend = evaluate::Python::new(
+    let backend = pipeline::Python::new(
         &config,
         worker_path,
         build_key,
         &facts,
         timing_cpus,
         confinement,
+        pipeline::Annotations::new(findings, ceilings),
     );
-    evaluate_all(
-        &config,
-        &backend,
-        &work,
-        &facts,
-        &mut findings,
-        ceilings.as_ref(),
-        &mut record,
-    )?;
+    evaluate_all(&config, &backend, &work, &facts, &mut record)?;
     finish(&record, &config)
 }
 
@@ -410,15 +403,13 @@ fn speed_of_light(
     }
 }
 
-/// Build and evaluate `work`, reporting each evaluation as it finishes: the console, the
-/// record with its findings, task flags and speed of light, the reports on disk, the costs.
+/// Build and evaluate `work`, reporting each evaluation as it finishes (final as the backend
+/// returns it): the console, the record, the reports on disk, the costs.
 fn evaluate_all(
     config: &Config,
-    backend: &evaluate::Python<'_>,
+    backend: &pipeline::Python<'_>,
     work: &[(Task, submission::Submission)],
     facts: &std::collections::HashMap<task::TaskId, taskfacts::TaskFacts>,
-    findings: &mut std::collections::HashMap<String, Vec<check::Finding>>,
-    ceilings: Option<&record::Ceilings>,
     record: &mut RunRecord,
 ) -> Result<()> {
     let progress = report::console::Progress::new(work.len());
@@ -441,15 +432,7 @@ fn evaluate_all(
                 built += 1;
                 progress.built(built);
             }
-            Event::Evaluated(mut e) => {
-                e.findings = findings.remove(&e.file).unwrap_or_default();
-                let task_facts = facts.get(&e.task);
-                e.task_flags = task_facts.map(|f| f.degenerate.clone()).unwrap_or_default();
-                if let Some(check) = task_facts.and_then(taskfacts::TaskFacts::check) {
-                    record::merge_check(&mut e.checks, check);
-                }
-                let ceilings = ceilings.filter(|_| config.full_size());
-                sol::annotate(&mut e, task_facts, ceilings, config.precision);
+            Event::Evaluated(e) => {
                 progress.evaluated(&e);
                 costs.observe(&e);
                 record.evaluations.push(*e);
