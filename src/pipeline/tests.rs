@@ -219,8 +219,14 @@ mod scripted {
 
     /// Build and evaluate the submission with these workers.
     fn evaluate(reference: Script, candidate: Script) -> Evaluation {
+        evaluate_in(1, reference, candidate)
+    }
+
+    /// The same in `lanes` lanes of the slot.
+    fn evaluate_in(lanes: usize, reference: Script, candidate: Script) -> Evaluation {
         let dir = tempfile::tempdir().unwrap();
-        let config = config(dir.path());
+        let mut config = config(dir.path());
+        config.lanes = lanes;
         let facts = facts();
         let python = backend(
             &config,
@@ -374,5 +380,22 @@ mod scripted {
         // A file's findings go to its one evaluation.
         let again = python.evaluate(&task, &sub, &build, 0);
         assert!(again.findings.is_empty());
+    }
+
+    #[test]
+    fn out_of_memory_beside_another_lane_runs_again_alone_and_is_annotated_once() {
+        fn out_of_memory(request: &Request) -> Answer {
+            match request {
+                Request::Load(_) => fake::err(error(ErrorKind::Oom, "CUDA out of memory")),
+                other => candidate(other),
+            }
+        }
+        let eval = evaluate_in(2, reference, out_of_memory);
+        // Alone it ran out of memory too: the submission's own.
+        assert_eq!(eval.verdict, Verdict::RuntimeError);
+        assert_eq!(eval.reason, "CUDA out of memory");
+        assert_eq!(check(&eval, "harness.alone").outcome, Outcome::Warn);
+        assert_eq!(check(&eval, "task.facts").runs, 1);
+        assert_annotated(&eval);
     }
 }
