@@ -5,7 +5,7 @@
 //! 2. probe Python, torch and the GPUs (`probe`), resolve the flags into one `Config` (`config`);
 //! 3. statically check every file (`check`) and derive each task's facts (`taskfacts`);
 //! 4. build every submission in a compile pool, then evaluate each on a GPU slot, in lanes
-//!    that share it outside timing (`schedule` and `lanes` over `evaluate::Python`: trusted
+//!    that share it outside timing (`schedule` and `lanes` over `pipeline::Python`: trusted
 //!    reference worker, untrusted candidate worker; `timing` and `stats` for the speedup);
 //! 5. after each evaluation rewrite results.json, results.csv and junit.xml (`report`);
 //! 6. print the summary and return the gate's exit code (`gate`, `exit`).
@@ -22,13 +22,13 @@ pub mod cost;
 pub mod cpus;
 pub mod doctor;
 pub mod error;
-pub mod evaluate;
 pub mod exit;
 pub mod gate;
 pub mod import;
 pub mod lanes;
 pub mod merge;
 pub mod nvml;
+pub mod pipeline;
 pub mod probe;
 pub mod published;
 pub mod record;

@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::sync::{Condvar, Mutex};
 
 use crate::cost::Cost;
-use crate::evaluate::Backend;
+use crate::pipeline::Backend;
 use crate::record::{Build, Evaluation};
 use crate::submission::Submission;
 use crate::task::Task;

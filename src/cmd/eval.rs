@@ -2,7 +2,7 @@
 //! selection are read first (a mistake there is reported before Python starts); then the probe,
 //! `Config`, the GPUs (dedicated, clocks, speed of light), the run record (new or resumed), the
 //! static checks and task facts, and the builds and evaluations (`schedule` over
-//! `evaluate::Python`), each written into the reports as it finishes; last the gate.
+//! `pipeline::Python`), each written into the reports as it finishes; last the gate.
 //! Flags are read from `Config` once it is resolved; only what comes before the probe reads
 //! `EvalArgs`. Verdicts are decided in `evaluate`, never here.
 
@@ -14,10 +14,10 @@ use crate::config::{self, Config, GpuUse};
 use crate::cost;
 use crate::cpus;
 use crate::error::{Error, Result};
-use crate::evaluate;
 use crate::exit::Exit;
 use crate::gate;
 use crate::nvml;
+use crate::pipeline;
 use crate::probe::Probe;
 use crate::published;
 use crate::record::{self, RunRecord, SCHEMA_VERSION};
@@ -79,30 +79,23 @@ pub fn run(args: &EvalArgs) -> Result<Exit> {
     announce(&config, work.len(), record.evaluations.len());
     report::write_files(&record, out)?;
 
-    let (mut findings, facts) = checks_and_facts(&config, &worker_path, &cache, &work)?;
+    let (findings, facts) = checks_and_facts(&config, &worker_path, &cache, &work)?;
     let build_key = format!(
         "torch {} arch {}",
         probe.torch().unwrap_or_default(),
         config.cuda_arch_list
     );
     let confinement = confine(&config, &worker_path)?;
-    let backend = evaluate::Python::new(
+    let backend = pipeline::Python::new(
         &config,
         worker_path,
         build_key,
         &facts,
         timing_cpus,
         confinement,
+        pipeline::Annotations::new(findings, ceilings),
     );
-    evaluate_all(
-        &config,
-        &backend,
-        &work,
-        &facts,
-        &mut findings,
-        ceilings.as_ref(),
-        &mut record,
-    )?;
+    evaluate_all(&config, &backend, &work, &facts, &mut record)?;
     finish(&record, &config)
 }
 
@@ -138,15 +131,13 @@ fn speed_of_light(
     }
 }
 
-/// Build and evaluate `work`, reporting each evaluation as it finishes: the console, the
-/// record with its findings, task flags and speed of light, the reports on disk, the costs.
+/// Build and evaluate `work`, reporting each evaluation as it finishes (final as the backend
+/// returns it): the console, the record, the reports on disk, the costs.
 fn evaluate_all(
     config: &Config,
-    backend: &evaluate::Python<'_>,
+    backend: &pipeline::Python<'_>,
     work: &[(Task, submission::Submission)],
     facts: &std::collections::HashMap<task::TaskId, taskfacts::TaskFacts>,
-    findings: &mut std::collections::HashMap<String, Vec<check::Finding>>,
-    ceilings: Option<&record::Ceilings>,
     record: &mut RunRecord,
 ) -> Result<()> {
     let progress = report::console::Progress::new(work.len());
@@ -169,15 +160,7 @@ fn evaluate_all(
                 built += 1;
                 progress.built(built);
             }
-            Event::Evaluated(mut e) => {
-                e.findings = findings.remove(&e.file).unwrap_or_default();
-                let task_facts = facts.get(&e.task);
-                e.task_flags = task_facts.map(|f| f.degenerate.clone()).unwrap_or_default();
-                if let Some(check) = task_facts.and_then(taskfacts::TaskFacts::check) {
-                    record::merge_check(&mut e.checks, check);
-                }
-                let ceilings = ceilings.filter(|_| config.full_size());
-                sol::annotate(&mut e, task_facts, ceilings, config.precision);
+            Event::Evaluated(e) => {
                 progress.evaluated(&e);
                 costs.observe(&e);
                 record.evaluations.push(*e);

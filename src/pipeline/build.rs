@@ -1,0 +1,272 @@
+//! The compile pool's work and the build cache: each submission imported (and its ModelNew
+//! warmed up) in a compile worker on the CPU, into a content-addressed build folder
+//! (`build_dir`) that the candidate worker later loads from (`build_env`). A build is reused only
+//! while its artifacts hash as they did when built. Decides no verdict: a failed build is a
+//! `Build` status that `decide` maps.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use sha2::{Digest, Sha256};
+
+use crate::record::{Build, BuildStatus};
+use crate::submission::Submission;
+use crate::task::Task;
+use crate::worker::request::{Compile, Warm};
+use crate::worker::{ErrorKind, Failure, Link, Reply, Spawn};
+
+use super::replies::Built;
+use super::stage::stage_submission;
+use super::{Python, Spawner};
+
+type WarmReply = Result<Reply<Built>, Failure>;
+
+impl<S: Spawner> Python<'_, S> {
+    /// The submission's build: reused from the cache, nothing to build, or imported and warmed
+    /// up by a compile worker (cached when the same source always gives it).
+    pub(super) fn build(&self, task: &Task, submission: &Submission) -> Build {
+        let started = Instant::now();
+        let dir = self.build_dir(submission);
+        let (log, log_rel) = self.log_path(submission, "build");
+        if let Some(mut build) = self.reusable(&dir) {
+            build.cache_hit = true;
+            build.seconds = started.elapsed().as_secs_f64();
+            return build;
+        }
+        let mut build = Build {
+            status: BuildStatus::Ok,
+            message: String::new(),
+            log: log_rel,
+            seconds: 0.0,
+            cache_hit: false,
+            kernels: Vec::new(),
+            artifacts_sha256: String::new(),
+            warmed: String::new(),
+            warm_note: String::new(),
+            pool_compiled: Vec::new(),
+            slot_compiled: None,
+        };
+        let builds = builds_anything(&submission.path);
+        if builds {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        // The submission's build folder, handed to the sandbox: its import builds here, and so
+        // do JIT compilers (Triton, inductor) that a file which builds nothing at import runs
+        // later, in the slot.
+        let made = std::fs::create_dir_all(&dir)
+            .and_then(|()| self.confinement.give(&dir))
+            .map_err(|e| format!("create build folder {}: {e}", dir.display()));
+        if made.is_ok() && !builds {
+            build.seconds = started.elapsed().as_secs_f64();
+            return build;
+        }
+        if let Err(e) =
+            made.and_then(|()| self.compile_in_pool(task, submission, &dir, &log, &mut build))
+        {
+            build.status = BuildStatus::Crashed;
+            build.message = e;
+            return build;
+        }
+        build.seconds = started.elapsed().as_secs_f64();
+        build.artifacts_sha256 = artifacts_hash(&dir);
+        // Only outcomes that the same source always gives are cached.
+        if matches!(build.status, BuildStatus::Ok | BuildStatus::Failed) {
+            if let Ok(bytes) = serde_json::to_vec_pretty(&build) {
+                let _ = std::fs::write(dir.join("build.json"), bytes);
+            }
+        }
+        build
+    }
+
+    /// Stage the submission and run a compile worker on it, confined to its build folder `dir`;
+    /// the worker's outcome goes into `build`. Err: the stage could not be prepared.
+    fn compile_in_pool(
+        &self,
+        task: &Task,
+        submission: &Submission,
+        dir: &Path,
+        log: &Path,
+        build: &mut Build,
+    ) -> Result<(), String> {
+        let mut env = self.build_env(submission);
+        env.push(("CUDA_VISIBLE_DEVICES".into(), String::new()));
+        let stage = self.exchange()?;
+        let staged = stage_submission(submission, &stage)?;
+        let request = self.compile_request(task, staged);
+        let spec = self.spec("compile", log, env);
+        let spec = self
+            .confinement
+            .wrap(&spec, &[dir.to_path_buf()], Some(stage.dir.path()));
+        match self.import_and_warm(&spec, request, build) {
+            Ok(v) => {
+                build.kernels = v.kernels;
+                build.pool_compiled = v.compiled;
+            }
+            Err((status, message)) => {
+                build.status = status;
+                build.message = message;
+            }
+        }
+        Ok(())
+    }
+
+    /// The cached build in `dir`, if it may be reused: only while its artifacts hash as they did
+    /// when built (a submission, or anything else, that rewrote them since gets a fresh build),
+    /// and once its folder is the sandbox's again (the candidate writes there: locks, JIT caches).
+    fn reusable(&self, dir: &Path) -> Option<Build> {
+        std::fs::read(dir.join("build.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Build>(&b).ok())
+            .filter(|b| b.artifacts_sha256 == artifacts_hash(dir))
+            .filter(|_| self.confinement.give(dir).is_ok())
+    }
+
+    /// After an import that defined ModelNew: construct it and call it once on fake tensors in
+    /// the same compile worker, so builds in `__init__` or the first forward happen in the pool.
+    /// Only a build failure there changes the outcome; a crash or timeout of the warm-up keeps
+    /// the import's reply and is noted.
+    fn warm(
+        &self,
+        w: &mut S::Worker,
+        request: Compile,
+        imported: Built,
+        build: &mut Build,
+    ) -> WarmReply {
+        let request = Warm::after(request, self.config.precision);
+        build.warmed = "import".into();
+        match w.request(request, self.config.timeouts.compile) {
+            Ok(Reply::Ok(v)) => {
+                build.warmed = v.reached.clone().unwrap_or_else(|| "import".into());
+                build.warm_note = first_line(&v.note);
+                Ok(Reply::Ok(v))
+            }
+            Ok(Reply::Err(e)) if e.kind == ErrorKind::Build => Ok(Reply::Err(e)),
+            Ok(Reply::Err(e)) => {
+                build.warm_note = first_line(&e.message);
+                Ok(Reply::Ok(imported))
+            }
+            Err(f) => {
+                build.warm_note = format!("warm-up: {f}");
+                Ok(Reply::Ok(imported))
+            }
+        }
+    }
+
+    /// Run a compile worker (`spec`): import the submission (`request`), then warm it up where
+    /// it defined ModelNew. The worker's reply, or the build's failure.
+    fn import_and_warm(
+        &self,
+        spec: &Spawn,
+        request: Compile,
+        build: &mut Build,
+    ) -> Result<Built, (BuildStatus, String)> {
+        let mut w = self.start(spec).map_err(|e| (BuildStatus::Crashed, e))?;
+        let reply = w.request(request.clone(), self.config.timeouts.compile);
+        let reply = match reply {
+            Ok(Reply::Ok(v)) if v.has_model_new => self.warm(&mut w, request, v, build),
+            other => other,
+        };
+        S::finish(w);
+        match reply {
+            Ok(Reply::Ok(v)) => Ok(v),
+            Ok(Reply::Err(e)) if e.kind == ErrorKind::Syntax || e.kind == ErrorKind::Build => {
+                Err((BuildStatus::Failed, e.message))
+            }
+            Ok(Reply::Err(e)) => Err((BuildStatus::ImportFailed, e.message)),
+            Err(f @ Failure::Timeout(_)) => Err((BuildStatus::Timeout, f.to_string())),
+            Err(f) => Err((BuildStatus::Crashed, f.to_string())),
+        }
+    }
+
+    /// The submission's build folder: its content, torch and the architectures, what the pool
+    /// runs and the run's size overrides.
+    pub(super) fn build_dir(&self, submission: &Submission) -> PathBuf {
+        let mut h = Sha256::new();
+        h.update(&submission.sha256);
+        h.update(&self.build_key);
+        // What the pool runs of a submission (a build folder of an older pool may lack builds).
+        h.update("pool: import, construct, forward");
+        h.update(self.config.overrides_json().to_string());
+        self.config
+            .cache
+            .join("builds")
+            .join(format!("{:x}", h.finalize()))
+    }
+
+    /// Environment shared by the compile and candidate workers: the build cache of this file.
+    pub(super) fn build_env(&self, submission: &Submission) -> Vec<(String, String)> {
+        let dir = self.build_dir(submission);
+        vec![
+            (
+                "TORCH_EXTENSIONS_DIR".into(),
+                dir.join("torch_extensions").display().to_string(),
+            ),
+            (
+                "TRITON_CACHE_DIR".into(),
+                dir.join("triton").display().to_string(),
+            ),
+            (
+                "TORCH_CUDA_ARCH_LIST".into(),
+                self.config.cuda_arch_list.clone(),
+            ),
+        ]
+    }
+
+    /// A compile request for the submission staged at `staged`, of the task as the run sizes it.
+    fn compile_request(&self, task: &Task, staged: PathBuf) -> Compile {
+        let (scale, set) = self.sizing(task);
+        Compile {
+            task: task.path.clone(),
+            scale,
+            set,
+            submission: staged,
+            device: self.config.device.torch_name().into(),
+        }
+    }
+}
+
+fn first_line(text: &str) -> String {
+    text.lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(300)
+        .collect()
+}
+
+/// SHA-256 over a build folder's files (paths and contents, in path order), leaving out the
+/// bookkeeping that loading a build rewrites (ninja's logs, torch's lock, build.json itself).
+fn artifacts_hash(dir: &Path) -> String {
+    const BOOKKEEPING: [&str; 4] = ["build.json", ".ninja_log", ".ninja_deps", "lock"];
+    let mut h = Sha256::new();
+    for entry in walkdir::WalkDir::new(dir)
+        .sort_by_file_name()
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_file())
+        .filter(|e| !BOOKKEEPING.contains(&e.file_name().to_string_lossy().as_ref()))
+    {
+        h.update(
+            entry
+                .path()
+                .strip_prefix(dir)
+                .unwrap_or(entry.path())
+                .to_string_lossy()
+                .as_bytes(),
+        );
+        h.update([0]);
+        match std::fs::read(entry.path()) {
+            Ok(bytes) => h.update(&bytes),
+            Err(_) => h.update(b"unreadable"),
+        }
+    }
+    format!("{:x}", h.finalize())
+}
+
+/// Whether importing the file may build something (an extension or a JIT kernel). Files that
+/// name none of the build machinery skip the compile pool: their import happens once, in the
+/// candidate worker, which reports its kernels either way, so this only saves a process.
+fn builds_anything(path: &Path) -> bool {
+    const MARKERS: [&str; 5] = ["cpp_extension", "load_inline", "triton", "cupy", "ctypes"];
+    std::fs::read_to_string(path).map_or(true, |source| MARKERS.iter().any(|m| source.contains(m)))
+}

@@ -1,0 +1,175 @@
+//! After timing, whether a kernel of the submission's own ran: the candidate's state checks, one
+//! profiled call (its kernels, their share of GPU time against library kernels, what its source
+//! defines), and whether a reported kernel's shared object is mapped into the worker
+//! (`kernels.mapped`, read from outside its interpreter). Gathers the `KernelEvidence` that
+//! `verdict` judges and the host-speed error a timing's label may allow; decides neither.
+
+use std::path::Path;
+
+use crate::config::LibraryPolicy;
+use crate::record::{merge_check, Check, Evaluation, Outcome, Timing};
+use crate::submission::Submission;
+use crate::task::Task;
+use crate::timing::{self, Failed};
+use crate::verdict::KernelEvidence;
+use crate::worker::request::{Profile, State};
+use crate::worker::Link;
+
+use super::stage::ask;
+use super::{derive_seed, Python, Spawner, PROFILE_STREAM, STATE_STREAM};
+
+/// Above this share of GPU time in library kernels a submission is `no_kernel` where the
+/// `--library-policy` applies a limit.
+const MAX_LIBRARY_SHARE: f64 = 0.5;
+
+/// What the profiled call shows: the kernels' evidence, and where the forward synchronizes with
+/// the host, the narrower host-speed error its timing's label allows (`annotate` applies it).
+pub(super) struct Judged {
+    pub evidence: KernelEvidence,
+    pub host_error: Option<f64>,
+}
+
+impl<S: Spawner> Python<'_, S> {
+    /// After timing: the candidate's checks (`State`), one profiled call (`profile.library_share`
+    /// last, since profiling leaves state behind in the process it ran in), whether the reported
+    /// kernels ran (`kernels.mapped`), and the kernels' evidence that decides the verdict. Ends
+    /// both workers.
+    pub(super) fn judge_profiled(
+        &self,
+        task: &Task,
+        sub: &Submission,
+        mut reference: S::Worker,
+        mut candidate: S::Worker,
+        kernels: Vec<String>,
+        eval: &mut Evaluation,
+    ) -> Result<Judged, Failed> {
+        let cfg = self.config;
+        // The candidate's state checks, outside every timed request (the wall envelope compares
+        // them with the reference's), and its outputs' independence once it has warmed up.
+        let state = State {
+            seed: derive_seed(cfg.seed, STATE_STREAM),
+            forward_seed: derive_seed(cfg.seed, STATE_STREAM - 1),
+        };
+        for check in ask(&mut candidate, state, cfg.timeouts.call)?.checks {
+            merge_check(&mut eval.checks, check);
+        }
+        let profiled = ask(&mut candidate, self.profile_request(), cfg.timeouts.call)?;
+        for check in profiled.checks {
+            merge_check(&mut eval.checks, check);
+        }
+        let figures = profiled.profile;
+        let host_error = eval
+            .timing
+            .as_ref()
+            .filter(|t| t.host_error.is_some())
+            .and_then(|t| self.host_error(&mut reference, t, figures.busy_ms));
+        let kernels = profiled.kernels.unwrap_or(kernels);
+        let mapped = mapped_kernel_check(&kernels, candidate.python_pid(), &self.build_dir(sub));
+        S::finish(reference);
+        S::finish(candidate);
+        let evidence = KernelEvidence {
+            kernels,
+            build_failures: profiled.build_failures,
+            defined: profiled.defined,
+            custom_ms: figures.custom_ms,
+            total_ms: figures.total_ms,
+            library_share: figures.library_share,
+            library_limit: self.library_share_limit(task),
+            policy: cfg.library_policy.as_str(),
+            unmapped: (mapped.outcome == Outcome::Fail).then(|| mapped.evidence.clone()),
+        };
+        merge_check(&mut eval.checks, mapped);
+        Ok(Judged {
+            evidence,
+            host_error,
+        })
+    }
+
+    /// One profiled call after timing, the same inputs for either worker.
+    fn profile_request(&self) -> Profile {
+        Profile {
+            seed: derive_seed(self.config.seed, PROFILE_STREAM),
+            forward_seed: derive_seed(self.config.seed, PROFILE_STREAM - 1),
+        }
+    }
+
+    /// A forward that synchronizes with the host inside: profile one reference call too; the
+    /// labels' host-speed error scaled by the share of each arm's time the GPU was idle. None
+    /// without both busy times: the whole error stays.
+    fn host_error(
+        &self,
+        reference: &mut S::Worker,
+        timing: &Timing,
+        candidate_busy_ms: Option<f64>,
+    ) -> Option<f64> {
+        let reference_busy_ms = ask(reference, self.profile_request(), self.config.timeouts.call)
+            .ok()
+            .and_then(|reply| reply.busy_ms);
+        let (r, c) = reference_busy_ms.zip(candidate_busy_ms)?;
+        Some(timing::host_error(
+            r / timing.reference.median_ms,
+            c / timing.candidate.median_ms,
+        ))
+    }
+
+    /// The largest share of GPU time library kernels may take in a submission to this task
+    /// before it counts as `no_kernel`, under the run's `--library-policy`.
+    fn library_share_limit(&self, task: &Task) -> Option<f64> {
+        match self.config.library_policy {
+            LibraryPolicy::Strict => Some(MAX_LIBRARY_SHARE),
+            LibraryPolicy::Partial => (task.id.level == 1).then_some(MAX_LIBRARY_SHARE),
+            LibraryPolicy::Any => None,
+        }
+    }
+}
+
+/// `kernels.mapped`: whether a kernel the candidate worker reports really ran, seen from outside
+/// its interpreter (which the submission controls): a shared object of the submission's own build
+/// folder (its extension, or Triton's launcher) must be mapped into the worker's process. CuPy
+/// kernels load through the driver, not as files: reported, not verified.
+fn mapped_kernel_check(kernels: &[String], pid: u32, build_dir: &Path) -> Check {
+    let check = |outcome, evidence| Check {
+        name: "kernels.mapped".into(),
+        outcome,
+        evidence,
+        seconds: 0.0,
+        runs: 1,
+    };
+    if kernels.is_empty() {
+        return check(Outcome::Skip, "no kernel reported".into());
+    }
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let prefix = build_dir.display().to_string();
+    let mut mapped: Vec<&str> = maps
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(5))
+        .filter(|path| path.starts_with(&prefix) && path.contains(".so"))
+        .collect();
+    mapped.dedup();
+    if let Some(first) = mapped.first() {
+        let name = Path::new(first)
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy();
+        check(
+            Outcome::Pass,
+            format!(
+                "{} file(s) of the build mapped into the worker, e.g. {name}",
+                mapped.len()
+            ),
+        )
+    } else if kernels.iter().all(|k| k.starts_with("cupy:")) {
+        check(
+            Outcome::Skip,
+            "CuPy kernels load through the driver: not verified".into(),
+        )
+    } else {
+        check(
+            Outcome::Fail,
+            format!(
+                "the worker reports {} but no shared object of the submission's build is mapped into it",
+                kernels.join(", ")
+            ),
+        )
+    }
+}

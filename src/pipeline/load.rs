@@ -1,0 +1,198 @@
+//! Workers for evaluations, and the load: per slot a queue of reference and candidate worker
+//! pairs started ahead of need (`take_pair`, `refill`), and the load of the task in the reference
+//! worker and of the submission in the candidate, at once. Sizes the task as the run asks
+//! (`sizing`). Runs no trial.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use serde_json::{Map, Value};
+
+use crate::config::Device;
+use crate::record::{merge_check, Evaluation};
+use crate::submission::Submission;
+use crate::task::Task;
+use crate::timing::Failed;
+use crate::verdict::{Cause, ReferenceStep};
+use crate::worker::request::Load;
+use crate::worker::{Link, Reply, Spawn};
+
+use super::replies::Loaded;
+use super::stage::{stage_submission, Exchange};
+use super::{Python, Spawner};
+
+/// Two fresh workers and the logs they write until an evaluation claims them.
+pub(super) struct Pair<W> {
+    pub reference: W,
+    pub candidate: W,
+    pub logs: [PathBuf; 2],
+    pub exchange: Exchange,
+}
+
+impl<S: Spawner> Python<'_, S> {
+    /// Start a reference and a candidate worker for `slot`, logging to provisional files.
+    fn start_pair(&self, slot: usize) -> Result<Pair<S::Worker>, String> {
+        let visible = match self.config.device {
+            Device::Cuda => self.config.gpus[slot].to_string(),
+            Device::Cpu => String::new(),
+        };
+        // GPU indices are NVML's (PCI bus order), so telemetry reads the GPU the worker uses.
+        let device_env = vec![
+            ("CUDA_VISIBLE_DEVICES".into(), visible),
+            ("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into()),
+        ];
+        let n = self.started.fetch_add(1, Ordering::SeqCst);
+        let log = |role: &str| self.config.out.join(format!("logs/.worker-{n}.{role}.log"));
+        let logs = [log("reference"), log("candidate")];
+        let exchange = self.exchange()?;
+        let shared = exchange.dir.path();
+        let builds = [self.config.cache.join("builds")];
+        let reference = self.spec("reference", &logs[0], device_env.clone());
+        let candidate = self.spec("candidate", &logs[1], device_env);
+        Ok(Pair {
+            reference: self.start(&self.confinement.beside(&reference, shared))?,
+            candidate: self.start(&self.confinement.wrap(&candidate, &builds, Some(shared)))?,
+            logs,
+            exchange,
+        })
+    }
+
+    /// The slot's oldest waiting pair, or a new one.
+    pub(super) fn take_pair(&self, slot: usize) -> Result<Pair<S::Worker>, String> {
+        let waiting = self.ready[slot]
+            .lock()
+            .expect("worker pool lock")
+            .pop_front();
+        waiting.map_or_else(|| self.start_pair(slot), Ok)
+    }
+
+    /// Start the slot's next pairs now, so they warm up while this evaluation runs. Start-up
+    /// (~8 s on an H100 host, torch._dynamo's import included) outlasts a short evaluation
+    /// (~3 s), so on a GPU two pairs per lane and two more wait; on a CPU one, since starting
+    /// workers competes with the evaluation for the same cores.
+    fn refill(&self, slot: usize) {
+        let depth = match self.config.device {
+            Device::Cuda => 2 + 2 * self.config.lanes,
+            Device::Cpu => 1,
+        };
+        while self.ready[slot].lock().expect("worker pool lock").len() < depth {
+            match self.start_pair(slot) {
+                Ok(pair) => self.ready[slot]
+                    .lock()
+                    .expect("worker pool lock")
+                    .push_back(pair),
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// How to start a worker of `role`, before confinement (`Confinement::wrap`, `beside`).
+    pub(super) fn spec(&self, role: &str, log: &Path, env: Vec<(String, String)>) -> Spawn {
+        let mut spec = Spawn::role(
+            &self.config.python,
+            &self.worker_path,
+            role,
+            log.to_path_buf(),
+            self.config.out.clone(),
+        );
+        spec.env.extend(env);
+        spec
+    }
+
+    pub(super) fn start(&self, spec: &Spawn) -> Result<S::Worker, String> {
+        self.spawner
+            .spawn(spec)
+            .map_err(|e| format!("start a worker with {}: {e}", self.config.python))
+    }
+
+    /// The task's size in this run: `--scale` and `--set`, except that in a tree without a
+    /// `scale.toml` the small size derived in the task's facts stands in for `--scale small`
+    /// (`--set` still wins).
+    pub(super) fn sizing(&self, task: &Task) -> (Option<String>, Map<String, Value>) {
+        let cfg = self.config;
+        match self.facts.get(&task.id) {
+            Some(f)
+                if cfg.scale.as_deref() == Some("small")
+                    && f.small_size.as_deref() == Some("derived") =>
+            {
+                let mut set = f.small_overrides.clone();
+                set.extend(cfg.sets.clone());
+                (None, set)
+            }
+            _ => (cfg.scale.clone(), cfg.sets.clone()),
+        }
+    }
+
+    /// A load request for the task, as the run sizes and judges it (the reference's: no submission).
+    fn load_request(&self, task: &Task) -> Load {
+        let cfg = self.config;
+        let (scale, set) = self.sizing(task);
+        Load {
+            task: task.path.clone(),
+            scale,
+            set,
+            device: cfg.device.torch_name().into(),
+            precision: cfg.precision.into(),
+            atol: cfg.atol,
+            rtol: cfg.rtol,
+            submission: None,
+            env: None,
+        }
+    }
+
+    /// Load the task in the reference worker and the submission in the candidate, at once; the
+    /// reference's failure decides first (it is not the submission's fault). Returns the task's
+    /// constants and the candidate's reply.
+    pub(super) fn load(
+        &self,
+        task: &Task,
+        sub: &Submission,
+        slot: usize,
+        reference: &mut S::Worker,
+        candidate: &mut S::Worker,
+        exchange: &Exchange,
+    ) -> Result<(Map<String, Value>, Loaded), Failed> {
+        let cfg = self.config;
+        let load = self.load_request(task);
+        let cand_load = Load {
+            submission: Some(stage_submission(sub, exchange).map_err(Cause::Unready)?),
+            env: Some(self.build_env(sub).into_iter().collect()),
+            ..load.clone()
+        };
+        let loads = std::thread::scope(|s| {
+            let r = s.spawn(|| reference.request(load, cfg.timeouts.load));
+            let c = candidate.request(cand_load, cfg.timeouts.load + cfg.timeouts.compile);
+            (r.join().expect("reference load thread"), c)
+        });
+        self.refill(slot);
+        let constants = match loads.0 {
+            Ok(Reply::Ok(v)) => v.constants,
+            Ok(Reply::Err(e)) => return Err(Cause::ReferenceError(ReferenceStep::Load, e)),
+            Err(f) => return Err(Cause::ReferenceDied(f)),
+        };
+        match loads.1 {
+            Ok(Reply::Ok(v)) => Ok((constants, v)),
+            Ok(Reply::Err(e)) => Err(Cause::Raised(e)),
+            Err(f) => Err(Cause::Silent(f)),
+        }
+    }
+}
+
+/// What the candidate's load tells the record (its start-up, what it compiled itself, its
+/// checks); the kernels it reports, for the evidence after timing.
+pub(super) fn record(eval: &mut Evaluation, loaded: Loaded) -> Vec<String> {
+    eval.phases.worker_startup_s = loaded.startup_s;
+    slot_compiled(eval, loaded.compiled);
+    for check in loaded.checks {
+        merge_check(&mut eval.checks, check);
+    }
+    loaded.kernels
+}
+
+/// What the candidate compiled itself so far (`compiled` in its load and trial replies): a
+/// build the pool missed; empty when the slot only loaded.
+pub(super) fn slot_compiled(eval: &mut Evaluation, compiled: Option<Vec<String>>) {
+    if let (Some(build), Some(names)) = (eval.build.as_mut(), compiled) {
+        build.slot_compiled = Some(names);
+    }
+}

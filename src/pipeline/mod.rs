@@ -1,0 +1,339 @@
+//! One evaluation, (task, submission) on one device, through the Python workers, top to bottom.
+//! The compile pool builds each submission first (`build`). Then, per evaluation: a pair of
+//! fresh workers loads the task (the reference worker, trusted) and the submission (the candidate
+//! worker, untrusted) (`load`); correctness trials and checks (`verify`); timing
+//! (`timing::Session`); one profiled call that shows whether a kernel of the submission's own ran
+//! (`evidence`); the verdict (`decide`); and, last, what the run adds from outside the workers
+//! (`annotate`), so the `Evaluation` is final when the backend returns it. Files and outputs
+//! travel between the workers through `stage`.
+//!
+//! Everything that can go wrong in submission code ends as a `Cause`, which `verdict.rs` decides
+//! into a `Verdict`, never as an `Err`. This file holds the sequence and nothing of a stage's
+//! work; scheduling (which evaluation runs when and where) is `schedule`'s.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use sha2::{Digest, Sha256};
+
+use crate::config::Config;
+use crate::lanes::Gate;
+use crate::nvml::Nvml;
+use crate::record::{merge_check, Build, Check, Evaluation, Timing};
+use crate::sandbox::Confinement;
+use crate::submission::Submission;
+use crate::task::{Task, TaskId};
+use crate::taskfacts::TaskFacts;
+use crate::timing::{self, Failed};
+use crate::verdict::Cause;
+use crate::worker::{Link, Spawn, Worker};
+
+mod annotate;
+mod build;
+mod decide;
+mod evidence;
+mod load;
+mod replies;
+mod stage;
+mod verify;
+
+#[cfg(test)]
+mod tests;
+
+pub use annotate::Annotations;
+
+use evidence::Judged;
+use load::Pair;
+use stage::Handover;
+
+/// Runs compile and evaluation steps; the scheduler is generic over it so it can be tested
+/// with a scripted fake.
+pub trait Backend: Sync {
+    fn compile(&self, task: &Task, submission: &Submission) -> Build;
+    /// Evaluate on `slot` (an index into the configured devices).
+    fn evaluate(
+        &self,
+        task: &Task,
+        submission: &Submission,
+        build: &Build,
+        slot: usize,
+    ) -> Evaluation;
+}
+
+/// How the backend starts its workers: processes (`Processes`), or in tests scripted workers.
+pub trait Spawner: Sync {
+    type Worker: Link + Send;
+    /// Start the worker `spec` describes.
+    fn spawn(&self, spec: &Spawn) -> std::io::Result<Self::Worker>;
+    /// Ask `worker` to exit, and make sure it has.
+    fn finish(worker: Self::Worker);
+}
+
+/// Worker processes: the real backend's workers.
+pub struct Processes;
+
+impl Spawner for Processes {
+    type Worker = Worker;
+
+    fn spawn(&self, spec: &Spawn) -> std::io::Result<Worker> {
+        Worker::spawn(spec)
+    }
+
+    fn finish(worker: Worker) {
+        worker.finish();
+    }
+}
+
+/// The real backend: Python workers (processes, unless a test scripts them).
+pub struct Python<'a, S: Spawner = Processes> {
+    config: &'a Config,
+    spawner: S,
+    /// Folder holding the embedded `kbench_worker` package.
+    worker_path: PathBuf,
+    /// torch version and GPU architectures: part of every build's cache key.
+    build_key: String,
+    /// Per slot, reference and candidate workers started ahead of need (Python, torch and the
+    /// CUDA context take seconds), each used for one evaluation only.
+    ready: Vec<Mutex<VecDeque<Pair<S::Worker>>>>,
+    started: AtomicUsize,
+    /// Per slot, NVML for its GPU (read-only), when it can be opened.
+    gpus: Vec<Option<Mutex<Nvml>>>,
+    /// Per slot, what its lanes may share (`lanes`).
+    gates: Vec<Gate>,
+    /// Facts of the tasks (input-only constants, degenerate flags), where they could be derived.
+    facts: &'a HashMap<TaskId, TaskFacts>,
+    /// Per slot, the CPU set aside for its timed calls' submitting threads (`cpus::reserve`).
+    timing_cpus: Vec<usize>,
+    /// How the candidate and compile workers are confined (`--sandbox`).
+    confinement: Confinement,
+    /// What the run adds to each evaluation from outside the workers (`annotate`).
+    annotations: Annotations,
+}
+
+/// Seed streams of `derive_seed`: trials use 1, 2, 3, ... (input and forward seed per trial,
+/// `verify`); the others are the stages'.
+const TIMING_STREAM: u64 = 0;
+const PERTURB_STREAM: u64 = u64::MAX;
+const PROFILE_STREAM: u64 = u64::MAX - 1;
+const STATE_STREAM: u64 = u64::MAX - 3;
+
+/// A seed derived from the run's seed for one use (`stream`): the first 8 bytes of SHA-256 over
+/// both as little-endian u64s, cut to 53 bits so JSON carries it exactly. One-way, so knowing
+/// one derived seed (e.g. the forward seed a submission can read from torch) reveals no other.
+/// `kbench_worker/timing.py` derives timed calls' seeds the same way.
+pub fn derive_seed(seed: u64, stream: u64) -> u64 {
+    let mut h = Sha256::new();
+    h.update(seed.to_le_bytes());
+    h.update(stream.to_le_bytes());
+    let digest = h.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_le_bytes(first) & ((1 << 53) - 1)
+}
+
+impl<'a> Python<'a> {
+    pub fn new(
+        config: &'a Config,
+        worker_path: PathBuf,
+        build_key: String,
+        facts: &'a HashMap<TaskId, TaskFacts>,
+        timing_cpus: Vec<usize>,
+        confinement: Confinement,
+        annotations: Annotations,
+    ) -> Python<'a> {
+        Python {
+            config,
+            spawner: Processes,
+            worker_path,
+            build_key,
+            ready: (0..config.slots())
+                .map(|_| Mutex::new(VecDeque::new()))
+                .collect(),
+            started: AtomicUsize::new(0),
+            gpus: config
+                .gpus
+                .iter()
+                .map(|g| Nvml::open(*g).ok().map(Mutex::new))
+                .collect(),
+            gates: (0..config.slots()).map(|_| Gate::default()).collect(),
+            facts,
+            timing_cpus,
+            confinement,
+            annotations,
+        }
+    }
+}
+
+/// How one evaluation ended: what it recorded, the cause that decides its verdict, and the
+/// host-speed error its timing's label may allow (`evidence`), applied in `annotate`.
+struct Ended {
+    eval: Evaluation,
+    cause: Cause,
+    host_error: Option<f64>,
+}
+
+impl<S: Spawner> Backend for Python<'_, S> {
+    fn compile(&self, task: &Task, submission: &Submission) -> Build {
+        self.build(task, submission)
+    }
+
+    fn evaluate(
+        &self,
+        task: &Task,
+        submission: &Submission,
+        build: &Build,
+        slot: usize,
+    ) -> Evaluation {
+        let started = Instant::now();
+        let Ended {
+            mut eval,
+            cause,
+            host_error,
+        } = match decide::build_failure(build) {
+            Some(cause) => Ended {
+                eval: self.fresh(task, submission, build),
+                cause,
+                host_error: None,
+            },
+            None => self.attempts(task, submission, build, slot),
+        };
+        decide::conclude(&mut eval, &cause);
+        eval.seconds = started.elapsed().as_secs_f64();
+        let facts = self.facts.get(&task.id);
+        self.annotations
+            .apply(&mut eval, facts, self.config, host_error);
+        eval
+    }
+}
+
+impl<S: Spawner> Python<'_, S> {
+    /// An evaluation of a built submission before any worker ran.
+    fn fresh(&self, task: &Task, submission: &Submission, build: &Build) -> Evaluation {
+        Evaluation {
+            sandbox: self.confinement.label.clone(),
+            build: Some(build.clone()),
+            ..decide::early(task, submission)
+        }
+    }
+
+    /// The workers' evaluation, beside the other lanes or alone; out of GPU memory beside another
+    /// lane is not the submission's fault until it runs out alone, so it runs once more alone.
+    fn attempts(&self, task: &Task, sub: &Submission, build: &Build, slot: usize) -> Ended {
+        let attempt = |alone| {
+            let mut eval = self.fresh(task, sub, build);
+            let (cause, host_error) = match self.run_workers(task, sub, slot, alone, &mut eval) {
+                Ok(judged) => (Cause::Kernels(Box::new(judged.evidence)), judged.host_error),
+                Err(cause) => (cause, None),
+            };
+            Ended {
+                eval,
+                cause,
+                host_error,
+            }
+        };
+        let bytes = self.facts.get(&task.id).and_then(|f| f.min_bytes);
+        let alone = self.config.alone(bytes);
+        let first = attempt(alone);
+        if !(self.config.lanes > 1 && !alone && first.cause.out_of_memory()) {
+            return first;
+        }
+        let mut again = attempt(true);
+        again.eval.phases.gpu_wait_s += first.eval.phases.gpu_wait_s;
+        merge_check(&mut again.eval.checks, decide::alone_check());
+        again
+    }
+
+    /// One evaluation by a pair of workers: load, verify, time with the GPU alone, then the
+    /// profiled call's evidence; fills `eval` (phases, logs, trials, checks, timing) and returns
+    /// the kernels' evidence, or the cause that ends it.
+    fn run_workers(
+        &self,
+        task: &Task,
+        sub: &Submission,
+        slot: usize,
+        alone: bool,
+        eval: &mut Evaluation,
+    ) -> Result<Judged, Failed> {
+        let cfg = self.config;
+        // Before the workers: dropped after them, once their GPU memory is freed.
+        let mut hold = self.gates[slot].enter(alone);
+        eval.phases.gpu_wait_s = hold.waited.as_secs_f64();
+        let Pair {
+            mut reference,
+            mut candidate,
+            logs,
+            exchange,
+        } = self.take_pair(slot).map_err(Cause::Unready)?;
+        eval.logs = self.claim_logs(sub, &logs);
+
+        let started = Instant::now();
+        let loads = self.load(task, sub, slot, &mut reference, &mut candidate, &exchange);
+        // A load that fails counts here too.
+        eval.phases.load_s = started.elapsed().as_secs_f64();
+        let (constants, loaded) = loads?;
+        let kernels = load::record(eval, loaded);
+
+        let started = Instant::now();
+        let waited = hold.waited;
+        let mut transport = stage::first_transport(cfg.device);
+        let mut handover = Handover {
+            reference: &mut reference,
+            candidate: &mut candidate,
+            transport: &mut transport,
+            exchange: &exchange,
+        };
+        let verified = self.verify(task, &mut handover, &mut hold, eval, &constants);
+        merge_check(
+            &mut eval.checks,
+            stage::transfer_check(cfg.device, handover.transport),
+        );
+        // Failed or not (a failing trial ends it); waits between steps count in `gpu_wait_s`,
+        // not here: the phases do not overlap.
+        eval.phases.correctness_s = started
+            .elapsed()
+            .saturating_sub(hold.waited - waited)
+            .as_secs_f64();
+        eval.phases.gpu_wait_s = hold.waited.as_secs_f64();
+        verified?;
+
+        hold.alone();
+        eval.phases.gpu_wait_s = hold.waited.as_secs_f64();
+        let started = Instant::now();
+        eval.timing = Some(self.time(slot, &mut handover, &mut eval.checks)?);
+        eval.phases.timing_s = started.elapsed().as_secs_f64();
+
+        self.judge_profiled(task, sub, reference, candidate, kernels, eval)
+    }
+
+    /// Timing with the GPU alone (`timing::Session`), the kept outputs of timed calls checked
+    /// over the same handover as the trials.
+    fn time(
+        &self,
+        slot: usize,
+        handover: &mut Handover<'_, S::Worker>,
+        checks: &mut Vec<Check>,
+    ) -> Result<Timing, Failed> {
+        let cfg = self.config;
+        let (transport, exchange) = (&mut *handover.transport, handover.exchange);
+        let mut session = timing::Session {
+            config: cfg,
+            reference: &mut *handover.reference,
+            candidate: &mut *handover.candidate,
+            gpu: self.gpus.get(slot).and_then(Option::as_ref),
+            cpu: self.timing_cpus.get(slot).copied(),
+            seed_base: derive_seed(cfg.seed, TIMING_STREAM),
+        };
+        session.run(checks, |reference, candidate, base| {
+            let mut handover = Handover {
+                reference,
+                candidate,
+                transport: &mut *transport,
+                exchange,
+            };
+            self.timed_check(&mut handover, base)
+        })
+    }
+}

@@ -1,0 +1,209 @@
+//! What an evaluation puts where, and how things cross between its workers: the exchange folder
+//! (the only host folder the candidate may write), the submission's copy staged there, the
+//! workers' logs, and the `Handover` of the candidate's outputs to the reference worker (CUDA
+//! IPC, or files). It moves bytes and replies; it judges nothing (a reply's meaning is the
+//! stages').
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::config::Device;
+use crate::record::{Check, Outcome};
+use crate::submission::Submission;
+use crate::timing::Failed;
+use crate::verdict::{Cause, ReferenceStep};
+use crate::worker::request::{CheckOutputs, Command};
+use crate::worker::{ErrorKind, Link, Reply};
+
+use super::replies::{Checked, Shipped};
+use super::{Python, Spawner};
+
+/// The folder an evaluation's two workers share, the only host folder the candidate may write:
+/// its outputs handed over as files, and its copy of the submission.
+pub(super) struct Exchange {
+    pub dir: tempfile::TempDir,
+    /// Where the workers see it: their `/dev/shm` when confined (`Confinement::seen`).
+    seen: PathBuf,
+}
+
+impl Exchange {
+    /// The file `name` in the folder: where kbench finds it, and where the workers do.
+    fn file(&self, name: &str) -> (PathBuf, PathBuf) {
+        (self.dir.path().join(name), self.seen.join(name))
+    }
+}
+
+impl<S: Spawner> Python<'_, S> {
+    /// A folder on tmpfs that confined workers may write (their uid owns it), removed when
+    /// dropped.
+    pub(super) fn exchange(&self) -> Result<Exchange, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("kbench-")
+            .tempdir_in(exchange_root())
+            .map_err(|e| format!("create an exchange folder: {e}"))?;
+        self.confinement
+            .give(dir.path())
+            .map_err(|e| format!("hand {} to the sandbox: {e}", dir.path().display()))?;
+        Ok(Exchange {
+            seen: self.confinement.seen(dir.path()),
+            dir,
+        })
+    }
+
+    /// Where the submission's log of `role` goes: the path, and the path relative to `--out`
+    /// that the record names.
+    pub(super) fn log_path(&self, submission: &Submission, role: &str) -> (PathBuf, String) {
+        let rel = format!("logs/{}.{role}.log", slug(submission));
+        (self.config.out.join(&rel), rel)
+    }
+
+    /// A started pair's provisional logs (reference, candidate) renamed for the submission it
+    /// evaluates; the names the record keeps.
+    pub(super) fn claim_logs(&self, sub: &Submission, logs: &[PathBuf; 2]) -> Vec<String> {
+        let (ref_log, ref_rel) = self.log_path(sub, "reference");
+        let (cand_log, cand_rel) = self.log_path(sub, "candidate");
+        // The workers keep writing to the renamed files.
+        let _ = std::fs::rename(&logs[0], &ref_log);
+        let _ = std::fs::rename(&logs[1], &cand_log);
+        vec![ref_rel, cand_rel]
+    }
+}
+
+/// A file-name-safe form of a submission's path, for its logs.
+fn slug(submission: &Submission) -> String {
+    let name: String = submission
+        .file
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!(
+        "{}-{}",
+        name.trim_end_matches(".py"),
+        &submission.sha256[..8]
+    )
+}
+
+/// Outputs travel through tmpfs where there is one: no disk writes for multi-GB tensors.
+fn exchange_root() -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
+}
+
+/// A copy of the submission in the exchange (a folder the confined worker can read, whatever
+/// the permissions of the submission's own folders), under its own file name; where the
+/// candidate sees it.
+pub(super) fn stage_submission(
+    submission: &Submission,
+    exchange: &Exchange,
+) -> Result<PathBuf, String> {
+    let name = submission.path.file_name().map_or_else(
+        || "submission.py".into(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let (staged, seen) = exchange.file(&name);
+    std::fs::copy(&submission.path, &staged).map_err(|e| {
+        format!(
+            "copy {} to {}: {e}",
+            submission.path.display(),
+            staged.display()
+        )
+    })?;
+    Ok(seen)
+}
+
+/// A candidate request's outcome, flattened: a body, or what the candidate did instead.
+pub(super) fn ask<C: Command>(
+    worker: &mut impl Link,
+    body: C,
+    deadline: Duration,
+) -> Result<C::Reply, Failed> {
+    match worker.request(body, deadline) {
+        Ok(Reply::Ok(v)) => Ok(v),
+        Ok(Reply::Err(e)) => Err(Cause::Raised(e)),
+        Err(f) => Err(Cause::Silent(f)),
+    }
+}
+
+/// How outputs cross at first: CUDA IPC on the GPU, files on the CPU.
+pub(super) fn first_transport(device: Device) -> &'static str {
+    match device {
+        Device::Cuda => "ipc",
+        Device::Cpu => "file",
+    }
+}
+
+/// The two workers of an evaluation and how outputs travel between them.
+pub(super) struct Handover<'h, W> {
+    pub reference: &'h mut W,
+    pub candidate: &'h mut W,
+    /// "ipc" (CUDA IPC) or "file"; IPC that fails once falls back to files for the evaluation.
+    pub transport: &'h mut &'static str,
+    pub exchange: &'h Exchange,
+}
+
+impl<W: Link> Handover<'_, W> {
+    /// Ask the candidate for outputs (the request `request` makes from the file name the
+    /// candidate sees and the transport), then have the reference check them with the request
+    /// `check` makes from the candidate's reply (None: nothing to check; its file and IPC
+    /// handles are set here). Returns both replies.
+    pub(super) fn exchange<C: Command<Reply = Shipped>>(
+        &mut self,
+        request: impl Fn(PathBuf, String) -> C,
+        mut check: impl FnMut(&Shipped) -> Option<CheckOutputs>,
+        deadline: Duration,
+        file: &str,
+    ) -> Result<(Shipped, Option<Checked>), Failed> {
+        let (out, seen) = self.exchange.file(file);
+        loop {
+            let asked = request(seen.clone(), (*self.transport).into());
+            let ran = ask(self.candidate, asked, deadline)?;
+            let Some(mut body) = check(&ran) else {
+                return Ok((ran, None));
+            };
+            body.candidate_out = seen.clone();
+            body.ipc = ran.ipc.clone();
+            let result = match self.reference.request(body, deadline) {
+                Ok(Reply::Ok(v)) => Ok((ran, Some(v))),
+                Ok(Reply::Err(e)) if e.kind == ErrorKind::Transfer && *self.transport == "ipc" => {
+                    *self.transport = "file";
+                    continue;
+                }
+                Ok(Reply::Err(e)) if e.kind == ErrorKind::Output => Err(Cause::Wrong(e.message)),
+                Ok(Reply::Err(e)) => Err(Cause::ReferenceError(ReferenceStep::Check, e)),
+                Err(f) => Err(Cause::ReferenceDied(f)),
+            };
+            let _ = std::fs::remove_file(&out);
+            return result;
+        }
+    }
+}
+
+/// `harness.transfer`: how outputs crossed from the (confined) candidate to the reference
+/// worker; files on a GPU mean CUDA IPC failed.
+pub(super) fn transfer_check(device: Device, transport: &str) -> Check {
+    Check {
+        name: "harness.transfer".into(),
+        outcome: if device == Device::Cuda && transport == "file" {
+            Outcome::Warn
+        } else {
+            Outcome::Pass
+        },
+        evidence: match transport {
+            "ipc" => "CUDA IPC".into(),
+            _ if device == Device::Cuda => "a tensors-only file (CUDA IPC failed)".into(),
+            _ => "a tensors-only file".into(),
+        },
+        seconds: 0.0,
+        runs: 1,
+    }
+}

@@ -1,0 +1,401 @@
+//! Tests of the pipeline as a whole: its seeds, and whole evaluations through the real `Python`
+//! backend over scripted workers (no Python, no GPU).
+
+use super::*;
+
+#[test]
+fn derived_seeds_differ_and_repeat() {
+    let seeds: Vec<u64> = (0..10).map(|i| derive_seed(42, i)).collect();
+    let mut unique = seeds.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), 10);
+    assert_eq!(seeds[3], derive_seed(42, 3));
+    assert!(
+        seeds.iter().all(|s| *s < 1 << 53),
+        "seeds must survive JSON as exact numbers"
+    );
+    // The worker derives timed calls' seeds the same way (timing.py derive_seed(42, 3)).
+    assert_eq!(derive_seed(42, 3), 542_934_981_142_619);
+}
+
+/// Whole evaluations: `Python` over scripted workers answering as `kbench_worker` does, on the
+/// CPU in the KernelBench timing mode (two set-ups and one block of samples per arm, no timed
+/// output check: the offline mode's adaptive rounds are `timing`'s to test). Nothing here
+/// asserts a time.
+mod scripted {
+    use std::io;
+    use std::path::Path;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::check::{Finding, Severity};
+    use crate::record::{BuildStatus, Check, Outcome};
+    use crate::sandbox::Mode;
+    use crate::verdict::Verdict;
+    use crate::worker::fake::{self, Answer, Scripted};
+    use crate::worker::request::Request;
+    use crate::worker::{ErrorKind, Failure, WorkerError};
+
+    type Script = fn(&Request) -> Answer;
+
+    /// Workers by role: each spawned reference and candidate answers with its role's script.
+    struct Scripts {
+        reference: Script,
+        candidate: Script,
+    }
+
+    impl Spawner for Scripts {
+        type Worker = Scripted<Script>;
+
+        fn spawn(&self, spec: &Spawn) -> io::Result<Scripted<Script>> {
+            match spec.args.last().map(String::as_str) {
+                Some("reference") => Ok(Scripted::new(self.reference)),
+                Some("candidate") => Ok(Scripted::new(self.candidate)),
+                other => Err(io::Error::other(format!("no script for {other:?}"))),
+            }
+        }
+
+        fn finish(_worker: Scripted<Script>) {}
+    }
+
+    /// The trusted side: the task loads, every output compares equal, perturbation and timing
+    /// answer as the reference worker does.
+    fn reference(request: &Request) -> Answer {
+        match request {
+            Request::Load(_) => fake::ok(json!({"constants": {"batch_size": 4, "dim": 8}})),
+            Request::Check(_) => fake::ok(json!({
+                "correct": true, "reason": "", "max_abs_diff": 0.0, "max_rel_diff": 0.0,
+            })),
+            Request::Perturb(_) => fake::ok(json!({"shapes": [[8, 8]]})),
+            Request::TimeSetup(_) => fake::ok(json!({"median_ms": 2.0})),
+            Request::Time(_) => fake::ok(json!({"samples_ms": [2.0, 2.1, 1.9, 2.0, 2.05]})),
+            other => unexpected(other),
+        }
+    }
+
+    /// An honest candidate whose kernel is CuPy's (loaded through the driver, so `kernels.mapped`
+    /// cannot look and skips), twice as fast as the reference.
+    fn candidate(request: &Request) -> Answer {
+        match request {
+            Request::Load(_) => fake::ok(json!({
+                "startup_s": 0.5, "kernels": ["cupy:relu"], "checks": [],
+            })),
+            Request::Trial(_) => fake::ok(json!({"checks": []})),
+            Request::Perturb(_) => fake::ok(json!({"shapes": [[8, 8]]})),
+            Request::TimeSetup(_) => fake::ok(json!({"median_ms": 1.0})),
+            Request::Time(_) => fake::ok(json!({"samples_ms": [1.0, 1.05, 0.95, 1.0, 1.02]})),
+            Request::State(_) => fake::ok(json!({"checks": []})),
+            Request::Profile(_) => fake::ok(json!({
+                "profile": {}, "kernels": ["cupy:relu"], "checks": [],
+            })),
+            other => unexpected(other),
+        }
+    }
+
+    fn unexpected(request: &Request) -> Answer {
+        fake::err(error(
+            ErrorKind::Protocol,
+            &format!("unexpected {}", request.cmd()),
+        ))
+    }
+
+    fn error(kind: ErrorKind, message: &str) -> WorkerError {
+        WorkerError {
+            kind,
+            message: message.into(),
+            fatal: false,
+            traceback: None,
+        }
+    }
+
+    /// A run's setting on the CPU, writing under `dir`.
+    fn config(dir: &Path) -> Config {
+        let out = dir.join("out").display().to_string();
+        let cli = <crate::cli::Cli as clap::Parser>::parse_from([
+            "kbench",
+            "eval",
+            "subs",
+            "--device",
+            "cpu",
+            "--mode",
+            "kernelbench",
+            "--seed",
+            "7",
+            "--trials",
+            "2",
+            "--max-samples",
+            "5",
+            "--out",
+            &out,
+        ]);
+        let crate::cli::Command::Eval(args) = cli.command else {
+            panic!("not eval");
+        };
+        let probe = crate::probe::Probe {
+            facts: json!({"cuda_available": false}),
+        };
+        let mut config = Config::resolve(&args, dir.join("tasks"), "python3".into(), &probe)
+            .expect("a CPU config");
+        config.cache = dir.join("cache");
+        config
+    }
+
+    /// Task 1 of level 1 and its submission, written under `dir`.
+    fn pair(dir: &Path) -> (Task, Submission) {
+        let id = TaskId {
+            level: 1,
+            number: 1,
+        };
+        let path = dir.join("1_relu.py");
+        std::fs::write(&path, "class ModelNew:\n    pass\n").unwrap();
+        let task = Task {
+            id,
+            name: "1_ReLU".into(),
+            path: dir.join("tasks/level1/1_ReLU.py"),
+        };
+        let sub = Submission {
+            task: id,
+            path,
+            file: "1_relu.py".into(),
+            sample: None,
+            sha256: "ab".repeat(32),
+        };
+        (task, sub)
+    }
+
+    fn finding() -> Finding {
+        Finding {
+            rule: "torch_fallback".into(),
+            severity: Severity::Warning,
+            line: 3,
+            why: "calls torch.relu".into(),
+        }
+    }
+
+    fn facts() -> HashMap<TaskId, TaskFacts> {
+        let facts = TaskFacts {
+            degenerate: vec!["constant_output".into()],
+            errors: vec!["flops: unknown op".into()],
+            ..TaskFacts::default()
+        };
+        [(
+            TaskId {
+                level: 1,
+                number: 1,
+            },
+            facts,
+        )]
+        .into()
+    }
+
+    /// The real backend over `scripts`, with one static finding for the submission's file.
+    fn backend<'a>(
+        config: &'a Config,
+        facts: &'a HashMap<TaskId, TaskFacts>,
+        scripts: Scripts,
+    ) -> Python<'a, Scripts> {
+        let confinement =
+            Confinement::probe(Mode::Off, "python3", &[], &config.cache, false).unwrap();
+        Python {
+            config,
+            spawner: scripts,
+            worker_path: PathBuf::new(),
+            build_key: "scripted".into(),
+            ready: vec![Mutex::new(VecDeque::new())],
+            started: AtomicUsize::new(0),
+            gpus: Vec::new(),
+            gates: vec![Gate::default()],
+            facts,
+            timing_cpus: Vec::new(),
+            confinement,
+            annotations: Annotations::new(
+                [("1_relu.py".to_string(), vec![finding()])].into(),
+                None,
+            ),
+        }
+    }
+
+    /// Build and evaluate the submission with these workers.
+    fn evaluate(reference: Script, candidate: Script) -> Evaluation {
+        evaluate_in(1, reference, candidate)
+    }
+
+    /// The same in `lanes` lanes of the slot.
+    fn evaluate_in(lanes: usize, reference: Script, candidate: Script) -> Evaluation {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = config(dir.path());
+        config.lanes = lanes;
+        let facts = facts();
+        let python = backend(
+            &config,
+            &facts,
+            Scripts {
+                reference,
+                candidate,
+            },
+        );
+        let (task, sub) = pair(dir.path());
+        let build = python.compile(&task, &sub);
+        assert_eq!(build.status, BuildStatus::Ok, "{}", build.message);
+        python.evaluate(&task, &sub, &build, 0)
+    }
+
+    fn check<'e>(eval: &'e Evaluation, name: &str) -> &'e Check {
+        eval.checks
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no {name} in {:?}", eval.checks))
+    }
+
+    /// What the run adds from outside the workers is on every evaluation, however it ended.
+    fn assert_annotated(eval: &Evaluation) {
+        assert_eq!(eval.findings, [finding()]);
+        assert_eq!(eval.task_flags, ["constant_output"]);
+        assert_eq!(check(eval, "task.facts").outcome, Outcome::Warn);
+    }
+
+    #[test]
+    fn an_honest_candidate_passes_every_trial_and_is_timed() {
+        let eval = evaluate(reference, candidate);
+        assert_eq!((eval.verdict, eval.reason.as_str()), (Verdict::Pass, ""));
+        // Two trials, new parameters, signed, scaled and shifted inputs.
+        assert_eq!(eval.trials.len(), 6);
+        assert!(eval.trials.iter().all(|t| t.correct));
+        for name in [
+            "params.perturbation",
+            "inputs.distribution_perturbation",
+            "inputs.mean_shift",
+        ] {
+            assert_eq!(check(&eval, name).outcome, Outcome::Pass, "{name}");
+        }
+        let shape = check(&eval, "inputs.shape_perturbation");
+        assert_eq!(shape.outcome, Outcome::Skip);
+        assert_eq!(shape.evidence, "no constant that only sizes the inputs");
+        assert_eq!(
+            check(&eval, "harness.transfer").evidence,
+            "a tensors-only file"
+        );
+        assert_eq!(check(&eval, "kernels.mapped").outcome, Outcome::Skip);
+        let timing = eval.timing.as_ref().expect("timed");
+        assert_eq!(timing.reference.samples_ms.len(), 5);
+        assert_eq!(timing.candidate.samples_ms.len(), 5);
+        assert_eq!(eval.logs.len(), 2);
+        assert_annotated(&eval);
+    }
+
+    #[test]
+    fn a_candidate_without_kernels_of_its_own_is_no_kernel() {
+        fn pure_pytorch(request: &Request) -> Answer {
+            match request {
+                Request::Load(_) => fake::ok(json!({"startup_s": 0.5, "kernels": []})),
+                Request::Profile(_) => fake::ok(json!({"profile": {}, "kernels": []})),
+                other => candidate(other),
+            }
+        }
+        let eval = evaluate(reference, pure_pytorch);
+        assert_eq!(eval.verdict, Verdict::NoKernel);
+        assert_eq!(eval.reason, "correct, but no custom kernel (pure PyTorch)");
+        assert!(eval.timing.is_some());
+        assert_annotated(&eval);
+    }
+
+    #[test]
+    fn wrong_values_are_incorrect_at_the_first_trial() {
+        fn differs(request: &Request) -> Answer {
+            match request {
+                Request::Check(_) => fake::ok(json!({
+                    "correct": false,
+                    "reason": "output 0 differs: max abs diff 1 (at [0, 0]; rtol 0.0001)",
+                    "max_abs_diff": 1.0,
+                })),
+                other => reference(other),
+            }
+        }
+        let eval = evaluate(differs, candidate);
+        assert_eq!(eval.verdict, Verdict::Incorrect);
+        assert_eq!(
+            eval.reason,
+            "trial 0: output 0 differs: max abs diff 1 (at [0, 0]; rtol 0.0001)"
+        );
+        assert_eq!(eval.trials.len(), 1);
+        assert!(eval.timing.is_none());
+        assert_eq!(check(&eval, "harness.transfer").outcome, Outcome::Pass);
+        assert_annotated(&eval);
+    }
+
+    #[test]
+    fn a_forward_that_raises_is_a_runtime_error() {
+        fn raises(request: &Request) -> Answer {
+            match request {
+                Request::Trial(_) => fake::err(error(ErrorKind::Forward, "RuntimeError: boom")),
+                other => candidate(other),
+            }
+        }
+        let eval = evaluate(reference, raises);
+        assert_eq!(eval.verdict, Verdict::RuntimeError);
+        assert_eq!(eval.reason, "RuntimeError: boom");
+        assert!(eval.trials.is_empty() && eval.timing.is_none());
+        assert_annotated(&eval);
+    }
+
+    #[test]
+    fn a_candidate_that_dies_has_crashed() {
+        fn dies(request: &Request) -> Answer {
+            match request {
+                Request::Trial(_) => Err(Failure::Exited("killed by signal 11".into())),
+                other => candidate(other),
+            }
+        }
+        let eval = evaluate(reference, dies);
+        assert_eq!(eval.verdict, Verdict::Crashed);
+        let died = Failure::Exited("killed by signal 11".into());
+        assert_eq!(eval.reason, died.to_string());
+        assert_annotated(&eval);
+    }
+
+    #[test]
+    fn a_failed_build_is_a_compile_error_annotated_like_any_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = config(dir.path());
+        let facts = facts();
+        let python = backend(
+            &config,
+            &facts,
+            Scripts {
+                reference,
+                candidate,
+            },
+        );
+        let (task, sub) = pair(dir.path());
+        let mut build = python.compile(&task, &sub);
+        build.status = BuildStatus::Failed;
+        build.message = "error: identifier \"x\" is undefined".into();
+        let eval = python.evaluate(&task, &sub, &build, 0);
+        assert_eq!(eval.verdict, Verdict::CompileError);
+        assert_eq!(eval.reason, "error: identifier \"x\" is undefined");
+        assert!(eval.logs.is_empty() && eval.trials.is_empty());
+        assert_annotated(&eval);
+        // A file's findings go to its one evaluation.
+        let again = python.evaluate(&task, &sub, &build, 0);
+        assert!(again.findings.is_empty());
+    }
+
+    #[test]
+    fn out_of_memory_beside_another_lane_runs_again_alone_and_is_annotated_once() {
+        fn out_of_memory(request: &Request) -> Answer {
+            match request {
+                Request::Load(_) => fake::err(error(ErrorKind::Oom, "CUDA out of memory")),
+                other => candidate(other),
+            }
+        }
+        let eval = evaluate_in(2, reference, out_of_memory);
+        // Alone it ran out of memory too: the submission's own.
+        assert_eq!(eval.verdict, Verdict::RuntimeError);
+        assert_eq!(eval.reason, "CUDA out of memory");
+        assert_eq!(check(&eval, "harness.alone").outcome, Outcome::Warn);
+        assert_eq!(check(&eval, "task.facts").runs, 1);
+        assert_annotated(&eval);
+    }
+}

@@ -1,0 +1,396 @@
+//! Correctness before timing: the KernelBench-compatible trials (the first with the deep
+//! checks), parameter perturbation, signed, scaled and shifted inputs, another input shape, and
+//! the check of a timed call's kept output (`timed_check`). Each trial's inputs come from seeds
+//! both workers derive; the reference worker compares. Knows nothing of timing's statistics.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+
+use crate::lanes::Hold;
+use crate::record::{merge_check, Check, Evaluation, Outcome, Trial};
+use crate::task::Task;
+use crate::taskfacts::TaskFacts;
+use crate::timing::Failed;
+use crate::verdict::{Cause, ReferenceStep};
+use crate::worker::request::{self, CheckOutputs, Perturb, Ping, TimedCheck, Variant};
+use crate::worker::{ErrorKind, Link, Reply};
+
+use super::load::slot_compiled;
+use super::replies::Shipped;
+use super::stage::{ask, Handover};
+use super::{derive_seed, Python, Spawner, PERTURB_STREAM};
+
+/// `inputs.distribution_perturbation`: the scaled variant multiplies the inputs by this.
+const SCALE_FACTOR: f64 = 8.0;
+/// `inputs.mean_shift`: inputs offset by this many of their standard deviations (fp32 keeps
+/// about seven digits, so E[x^2] - E[x]^2 loses four of them here; two-pass and Welford lose none).
+const SHIFT_SPREADS: f64 = 100.0;
+
+/// One correctness trial as sent to both workers (`request::Trial` to the candidate,
+/// `CheckOutputs` to the reference; recorded as a `record::Trial`).
+struct TrialPlan {
+    index: u32,
+    /// None, or a distribution or shape variant of the inputs (harness.make_inputs).
+    variant: Option<Variant>,
+    /// Run the expensive checks too (trial 0).
+    deep: bool,
+}
+
+/// Whether a worker still answers (after an error that may have been fatal to it).
+fn alive(worker: &mut impl Link) -> bool {
+    worker.request(Ping {}, Duration::from_secs(30)).is_ok()
+}
+
+/// The constant a shape perturbation changes: a batch size when the task has one, else the
+/// first constant that only sizes the inputs (from the task's facts).
+fn shape_constant(facts: &TaskFacts) -> Option<&str> {
+    let plain = || {
+        facts
+            .input_only_constants
+            .iter()
+            .filter(|n| !n.contains('['))
+    };
+    plain()
+        .find(|n| n.contains("batch"))
+        .or_else(|| plain().next())
+        .map(String::as_str)
+}
+
+impl<S: Spawner> Python<'_, S> {
+    /// Every correctness trial and check before timing: the KernelBench-compatible trials (the
+    /// first with the deep checks), parameter perturbation, signed and scaled inputs, another
+    /// input shape.
+    /// Between steps, a lane waiting to time goes first (`Hold::step`).
+    pub(super) fn verify(
+        &self,
+        task: &Task,
+        handover: &mut Handover<'_, S::Worker>,
+        hold: &mut Hold<'_>,
+        eval: &mut Evaluation,
+        constants: &Map<String, Value>,
+    ) -> Result<(), Failed> {
+        let cfg = self.config;
+        for index in 0..cfg.trials {
+            hold.step();
+            let plan = TrialPlan {
+                index,
+                variant: None,
+                deep: index == 0,
+            };
+            let trial = self.trial(handover, &plan, eval)?;
+            if trial.uncheckable {
+                return Err(Cause::Uncheckable(format!(
+                    "trial {index}: {}",
+                    trial.reason
+                )));
+            }
+            let failed = (!trial.correct).then(|| format!("trial {index}: {}", trial.reason));
+            eval.trials.push(trial);
+            if let Some(reason) = failed {
+                return Err(Cause::Wrong(reason));
+            }
+        }
+        let mut variants = Vec::new();
+        if self.perturb_params(handover)? {
+            variants.push(("params.perturbation", None));
+        }
+        variants.push(("inputs.distribution_perturbation", Some(Variant::Signed)));
+        variants.push((
+            "inputs.distribution_perturbation",
+            Some(Variant::Scaled {
+                factor: SCALE_FACTOR,
+            }),
+        ));
+        variants.push((
+            "inputs.mean_shift",
+            Some(Variant::Shifted {
+                spreads: SHIFT_SPREADS,
+            }),
+        ));
+        let mut index = cfg.trials;
+        for (check, variant) in variants {
+            hold.step();
+            self.variant_trial(handover, eval, check, variant, index)?;
+            index += 1;
+        }
+        hold.step();
+        self.shape_perturbation(task, handover, eval, constants, index)
+    }
+
+    /// `params.perturbation`: new parameter values, the same in both workers (a trial follows).
+    /// Whether the task has parameters to perturb.
+    fn perturb_params(&self, handover: &mut Handover<'_, S::Worker>) -> Result<bool, Failed> {
+        let cfg = self.config;
+        let perturb = Perturb {
+            seed: derive_seed(cfg.seed, PERTURB_STREAM),
+        };
+        let ours = match handover
+            .reference
+            .request(perturb.clone(), cfg.timeouts.call)
+        {
+            Ok(Reply::Ok(v)) => v,
+            Ok(Reply::Err(e)) => return Err(Cause::ReferenceError(ReferenceStep::Perturb, e)),
+            Err(f) => return Err(Cause::ReferenceDied(f)),
+        };
+        let theirs = ask(handover.candidate, perturb, cfg.timeouts.call)?;
+        if ours.shapes != theirs.shapes {
+            return Err(Cause::Wrong(
+                "params.perturbation: ModelNew's parameters differ from the task's in order or shape".into(),
+            ));
+        }
+        Ok(ours.shapes.is_some_and(|s| !s.is_empty()))
+    }
+
+    /// One trial on perturbed inputs or parameters, recorded as the check `check`. A reference
+    /// that overflows or fails on these inputs says nothing about the kernel: skipped.
+    fn variant_trial(
+        &self,
+        handover: &mut Handover<'_, S::Worker>,
+        eval: &mut Evaluation,
+        check: &str,
+        variant: Option<Variant>,
+        index: u32,
+    ) -> Result<(), Failed> {
+        let started = Instant::now();
+        let what = variant_label(variant.as_ref());
+        let plan = TrialPlan {
+            index,
+            variant,
+            deep: false,
+        };
+        let trial = self.trial(handover, &plan, eval)?;
+        let outcome = match (trial.correct, trial.uncheckable) {
+            (true, _) => Outcome::Pass,
+            (false, true) => Outcome::Skip,
+            (false, false) => {
+                let reason = format!("{check} ({what}): {}", trial.reason);
+                eval.trials.push(trial);
+                return Err(Cause::Wrong(reason));
+            }
+        };
+        let result = if trial.reason.is_empty() {
+            "correct"
+        } else {
+            &trial.reason
+        };
+        merge_check(
+            &mut eval.checks,
+            Check {
+                name: check.into(),
+                outcome,
+                evidence: format!("{what}: {result}"),
+                seconds: started.elapsed().as_secs_f64(),
+                runs: 1,
+            },
+        );
+        eval.trials.push(trial);
+        Ok(())
+    }
+
+    /// `inputs.shape_perturbation`: one more trial with a size constant that only shapes the
+    /// inputs grown by one (an odd size). Wrong results there are `incorrect`; a clean refusal
+    /// (an exception) is the softer `shape_specialized` warning.
+    fn shape_perturbation(
+        &self,
+        task: &Task,
+        handover: &mut Handover<'_, S::Worker>,
+        eval: &mut Evaluation,
+        constants: &Map<String, Value>,
+        index: u32,
+    ) -> Result<(), Failed> {
+        const NAME: &str = "inputs.shape_perturbation";
+        let started = Instant::now();
+        let chosen = self
+            .facts
+            .get(&task.id)
+            .and_then(shape_constant)
+            .and_then(|name| Some((name, constants.get(name)?.as_i64()?)));
+        let Some((name, value)) = chosen else {
+            merge_check(
+                &mut eval.checks,
+                Check {
+                    name: NAME.into(),
+                    outcome: Outcome::Skip,
+                    evidence: "no constant that only sizes the inputs".into(),
+                    seconds: 0.0,
+                    runs: 1,
+                },
+            );
+            return Ok(());
+        };
+        let what = format!("{name}={}", value + 1);
+        let plan = TrialPlan {
+            index,
+            variant: Some(Variant::Shape {
+                set: [(name.to_string(), value + 1)].into(),
+            }),
+            deep: false,
+        };
+        let (outcome, evidence) = match self.trial(handover, &plan, eval) {
+            Ok(trial) if trial.correct => (Outcome::Pass, format!("{what}: correct")),
+            Ok(trial) if trial.uncheckable => (Outcome::Skip, format!("{what}: {}", trial.reason)),
+            Ok(trial) => {
+                let reason = format!("{NAME} ({what}): {}", trial.reason);
+                eval.trials.push(trial);
+                return Err(Cause::Wrong(reason));
+            }
+            Err(cause @ Cause::ReferenceError(..)) => {
+                (Outcome::Skip, format!("{what}: {}", cause.reason()))
+            }
+            Err(cause) if cause.is_refusal() && alive(handover.candidate) => (
+                Outcome::Warn,
+                format!(
+                    "shape_specialized: at {what} the kernel refused: {}",
+                    cause.reason()
+                ),
+            ),
+            Err(cause) => return Err(Cause::Within(format!("{NAME} ({what})"), Box::new(cause))),
+        };
+        merge_check(
+            &mut eval.checks,
+            Check {
+                name: NAME.into(),
+                outcome,
+                evidence,
+                seconds: started.elapsed().as_secs_f64(),
+                runs: 1,
+            },
+        );
+        Ok(())
+    }
+
+    /// One correctness trial: fresh inputs from the trial's seed in both workers, the candidate's
+    /// outputs and inputs handed to the reference worker, compared there. The workers' check
+    /// entries go into `eval`.
+    fn trial(
+        &self,
+        handover: &mut Handover<'_, S::Worker>,
+        plan: &TrialPlan,
+        eval: &mut Evaluation,
+    ) -> Result<Trial, Failed> {
+        let cfg = self.config;
+        let seed = derive_seed(cfg.seed, 2 * u64::from(plan.index) + 1);
+        let forward_seed = derive_seed(cfg.seed, 2 * u64::from(plan.index) + 2);
+        let request = |out, transport| request::Trial {
+            seed,
+            forward_seed,
+            variant: plan.variant.clone(),
+            deep: plan.deep,
+            out,
+            transport,
+        };
+        let check = |_: &Shipped| {
+            Some(CheckOutputs {
+                seed,
+                forward_seed,
+                variant: plan.variant.clone(),
+                deep: plan.deep,
+                candidate_out: PathBuf::new(),
+                ipc: None,
+            })
+        };
+        let file = format!("trial{}.pt", plan.index);
+        let (ran, checked) = handover.exchange(request, check, cfg.timeouts.call, &file)?;
+        let checked = checked.unwrap_or_default();
+        slot_compiled(eval, ran.compiled);
+        for c in ran.checks.into_iter().chain(checked.checks) {
+            merge_check(&mut eval.checks, c);
+        }
+        Ok(Trial {
+            index: plan.index,
+            correct: checked.correct,
+            uncheckable: checked.uncheckable,
+            reason: checked.reason.unwrap_or_default(),
+            max_abs_diff: checked.max_abs_diff,
+            max_rel_diff: checked.max_rel_diff,
+        })
+    }
+
+    /// `timing.timed_output_check`: the candidate's kept output of its last timed block, checked
+    /// by the reference worker against the inputs kbench derives for that sample itself.
+    pub(super) fn timed_check(
+        &self,
+        handover: &mut Handover<'_, S::Worker>,
+        base: u64,
+    ) -> Result<Check, Failed> {
+        const NAME: &str = "timing.timed_output_check";
+        let started = Instant::now();
+        let mut sample = None;
+        let outcome = handover.exchange(
+            |out, transport| TimedCheck { out, transport },
+            |ran| {
+                // Set on every attempt: a retry after an IPC failure finds nothing kept.
+                sample = ran.index;
+                let seed = derive_seed(base, sample?);
+                Some(CheckOutputs {
+                    seed,
+                    forward_seed: derive_seed(seed, 0),
+                    variant: None,
+                    deep: false,
+                    candidate_out: PathBuf::new(),
+                    ipc: None,
+                })
+            },
+            self.config.timeouts.call,
+            "timed.pt",
+        );
+        let check = |outcome, evidence| Check {
+            name: NAME.into(),
+            outcome,
+            evidence,
+            seconds: started.elapsed().as_secs_f64(),
+            runs: 1,
+        };
+        let Some(k) = sample else {
+            outcome?;
+            return Ok(check(Outcome::Skip, "no output kept".into()));
+        };
+        let differs = |why: &str| Cause::TimedOutputWrong(format!("{NAME}: timed call {k}: {why}"));
+        match outcome.map(|(_, v)| v.unwrap_or_default()) {
+            Ok(v) if v.correct => Ok(check(Outcome::Pass, format!("timed call {k}: correct"))),
+            Ok(v) if v.uncheckable => Ok(check(
+                Outcome::Skip,
+                format!("timed call {k}: the reference's output is not finite"),
+            )),
+            Ok(v) => Err(differs(v.reason.as_deref().unwrap_or("wrong output"))),
+            Err(Cause::Wrong(why)) => Err(differs(&why)),
+            Err(Cause::Raised(e)) if e.kind == ErrorKind::Output => Err(differs(&e.message)),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// How a trial's inputs differ, as its check's evidence says (numbers as JSON writes them).
+fn variant_label(variant: Option<&Variant>) -> String {
+    match variant {
+        None => "new parameter values".into(),
+        Some(Variant::Scaled { factor }) => format!("inputs scaled by {}", json!(factor)),
+        Some(Variant::Shifted { spreads }) => format!(
+            "inputs offset by {} standard deviations, judged against float64",
+            json!(spreads)
+        ),
+        Some(Variant::Signed) => "signed inputs (2x - 1 where the inputs are non-negative)".into(),
+        Some(Variant::Shape { .. }) => "shape".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shape_perturbation_prefers_a_batch_size() {
+        let facts = |names: &[&str]| TaskFacts {
+            input_only_constants: names.iter().map(|n| n.to_string()).collect(),
+            ..TaskFacts::default()
+        };
+        assert_eq!(
+            shape_constant(&facts(&["dim", "batch_size"])),
+            Some("batch_size")
+        );
+        assert_eq!(shape_constant(&facts(&["shape[0]", "dim"])), Some("dim"));
+        assert_eq!(shape_constant(&facts(&["shape[1]"])), None);
+    }
+}
