@@ -21,6 +21,7 @@ pub struct Probe {
 
 /// The probe's reply: the machine's facts, read by name.
 #[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Probed {
     pub facts: Value,
 }

@@ -184,6 +184,7 @@ pub fn load_or_measure(
 
 /// The ceilings worker's reply.
 #[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Measured {
     pub ceilings: Ceilings,
 }

@@ -23,6 +23,7 @@ const INSPECT_DEADLINE: Duration = Duration::from_secs(300);
 const FACTS_VERSION: &[u8] = b"facts 5: derived small sizes aim at a cheap forward";
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct TaskFacts {
     pub input_bytes: Option<u64>,
     pub output_bytes: Option<u64>,
@@ -54,6 +55,7 @@ pub struct TaskFacts {
 
 /// The task inspector's reply.
 #[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Inspected {
     pub facts: TaskFacts,
 }

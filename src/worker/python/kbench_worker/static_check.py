@@ -12,9 +12,8 @@ function); the runtime checks decide the verdict. A finding is
 that text sits.
 
 API: ``scan(source, filename) -> list[dict]`` (sorted by line; raises SyntaxError when the file
-does not parse) and the worker role ``run(channel)``: request ``{"cmd": "check", "files": [PATH,
-...]}`` (optional ``"task": PATH``, the task file: then a redefined task global whose value differs
-from the task's is a warning, an identical copy stays info), reply ``{"ok": true, "results":
+does not parse) and the worker role ``run(channel)``: request ``{"cmd": "check_files", "files":
+[PATH, ...]}``, reply ``{"ok": true, "results":
 [{"file": PATH, "findings": [...], "error": null | "syntax error: ... (line N)"}]}``;
 ``{"cmd": "exit"}`` ends the worker.
 
@@ -1342,16 +1341,12 @@ def check_file(path, task_source=None):
 
 
 def check_request(req):
-    task_source = None
-    if req.get("task"):
-        with open(req["task"], encoding="utf-8") as f:
-            task_source = f.read()
-    return {"results": [check_file(path, task_source) for path in req.get("files", [])]}
+    return {"results": [check_file(path) for path in req.files]}
 
 
 def commands(channel):
     """The static checker's table: command -> handler."""
-    return {"check": check_request}
+    return {"check_files": check_request}
 
 
 def failure(cmd, exc):
