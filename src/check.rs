@@ -1,6 +1,6 @@
 //! Static checks of submission sources (`kbench check`, and evidence in every evaluation).
-//! The rules live in the Python side (`static_check.py`, standard library only: no torch
-//! needed); this module runs them in a worker and shapes the findings. It never imports a
+//! The rules live in the Python side (`kbench_worker/static_check/`, standard library only: no
+//! torch needed); this module runs them in a worker and shapes the findings. It never imports a
 //! submission.
 
 use std::path::{Path, PathBuf};

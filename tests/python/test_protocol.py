@@ -11,11 +11,13 @@ import dataclasses
 import json
 import re
 import typing
+from pathlib import Path
 
 import kbench_worker
 from conftest import ROOT
 from kbench_worker import candidate, ceilings, inspect, messages, probe, reference, static_check, timing
 from kbench_worker import compile as pool
+from kbench_worker.static_check import entry as static_entry
 
 WORKER = ROOT / "src" / "worker" / "python" / "kbench_worker"
 # Each role, and the modules whose handlers read its requests (timing.py serves `time_setup` and
@@ -25,7 +27,7 @@ ROLES = {
     reference: [reference, timing],
     pool: [pool],
     inspect: [inspect],
-    static_check: [static_check],
+    static_check: [static_entry],
     probe: [probe],
     ceilings: [ceilings],
 }
@@ -52,7 +54,7 @@ def sent_fields(protocol):
 
 
 def source(module):
-    return (WORKER / f"{module.__name__.rsplit('.', 1)[1]}.py").read_text()
+    return Path(module.__file__).read_text()
 
 
 def reads(sources):
@@ -70,17 +72,17 @@ def unread_fields(sources, sent):
 
 
 def closure(modules):
-    """The source of `modules` and of every worker module they import, transitively."""
-    seen, todo = set(), [m.__name__.rsplit(".", 1)[1] for m in modules]
+    """The source of `modules` and of every module of their package they import, transitively."""
+    seen, todo = set(), [Path(m.__file__) for m in modules]
     while todo:
-        name = todo.pop()
-        path = WORKER / f"{name}.py"
-        if name in seen or not path.exists():
+        path = todo.pop()
+        if path in seen or not path.exists():
             continue
-        seen.add(name)
+        seen.add(path)
         for module, names in IMPORTS.findall(path.read_text()):
-            todo += [module] if module else [n.strip() for n in names.split(",")]
-    return [(WORKER / f"{name}.py").read_text() for name in sorted(seen)]
+            for name in [module] if module else [n.strip() for n in names.split(",")]:
+                todo += [path.parent / f"{name}.py", path.parent / name / "__init__.py"]
+    return [path.read_text() for path in sorted(seen)]
 
 
 def unwritten_replies(entries, roles):
@@ -215,8 +217,8 @@ def test_handlers_read_only_fields_kbench_sends():
     for role, modules in ROLES.items():
         sent = set().union(*(fields[cmd] for cmd in role.commands(None)))
         assert not unsent_reads([source(m) for m in modules], sent), role.__name__
-    readers = {path.stem for path in WORKER.glob("*.py") if READS.search(path.read_text())}
-    covered = {m.__name__.rsplit(".", 1)[1] for modules in ROLES.values() for m in modules}
+    readers = {path for path in WORKER.rglob("*.py") if READS.search(path.read_text())}
+    covered = {Path(m.__file__) for modules in ROLES.values() for m in modules}
     assert readers <= covered, f"requests read outside the roles' modules: {readers - covered}"
 
 
