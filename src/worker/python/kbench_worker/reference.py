@@ -15,7 +15,6 @@ import torch
 from . import checks, harness, precision, profile, runtime, taskfile, timing, transfer
 from .protocol import error, serve
 
-
 # Elements per comparison step: bounds the temporaries of a comparison on multi-GB outputs.
 CHUNK = 1 << 26
 

@@ -25,9 +25,10 @@ first) and ``entry`` (the entry points).
 """
 
 from . import python_rules  # noqa: F401 - registers the Python rules first
+
 # isort: split
 from . import cpp_rules  # noqa: F401 - then the C++ rules
-from .registry import RULES, SEVERITIES, Rule, rule
 from .entry import check_file, commands, failure, run, scan
+from .registry import RULES, SEVERITIES, Rule, rule
 
 __all__ = ["RULES", "SEVERITIES", "Rule", "check_file", "commands", "failure", "rule", "run", "scan"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from .context import SELF_MODULE, _MAX_EXEC_NESTING, Context, _module_level_nodes, under
+from .context import _MAX_EXEC_NESTING, SELF_MODULE, Context, _module_level_nodes, under
 from .registry import rule, run_rules
 
 FRAME_REFS = ("sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile", "inspect", "traceback.walk_stack", "threading.settrace")
