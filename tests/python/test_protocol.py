@@ -1,9 +1,9 @@
 """kbench and its workers know the same protocol. `src/worker/protocol_schema.json` is what the
 Rust side sends and reads, typed (a Rust test derives it from kbench's types and keeps it
 current): every command it sends is in some role's table (`commands(channel)` in each worker
-module) and every table entry is sent; each command's request class in `kbench_worker.messages`
-has exactly the schema's fields with the schema's types, and so do the enums and the input
-variant they use; the error kinds and the version agree; the handlers read only fields of their
+module) and every table entry is sent; each command's request class and reply TypedDict in
+`kbench_worker.messages` has exactly the schema's fields with the schema's types, and so do the
+enums, structs and the input variant they use; the error kinds and the version agree; the handlers read only fields of their
 requests, and read every one; every reply field kbench reads for a command is written by the code
 of a role that handles that command (its modules and what they import)."""
 
@@ -121,7 +121,9 @@ def mismatches(annotation, ty, types):
         return [] if literal else [f"{annotation} is not Literal{definition['values']} ({ty})"]
     if definition["kind"] == "union":
         return union_mismatches(annotation, ty, definition, types)
-    return [f"{annotation}: no Python class mirrors the struct {ty}"]
+    if not typing.is_typeddict(annotation) or annotation.__name__ != ty:
+        return [f"{annotation} is not the TypedDict {ty}"]
+    return reply_mismatches(annotation, definition["fields"], types)
 
 
 def union_mismatches(cls, name, definition, types):
@@ -137,6 +139,18 @@ def union_mismatches(cls, name, definition, types):
         found.append(f"{name}: keys {sorted(hints)}, the schema's {sorted(shape_fields)}")
     for key in set(hints) & set(shape_fields):
         found += mismatches(hints[key], shape_fields[key], types)
+    return found
+
+
+def reply_mismatches(cls, fields, types):
+    """How the TypedDict `cls` differs from a reply's (or a struct's) `fields`: a key missing,
+    extra or retyped (kbench reads every one with a default)."""
+    hints = typing.get_type_hints(cls)
+    theirs = {field["name"]: field["type"] for field in fields}
+    found = [f"{cls.__name__}: {name} is not in the schema" for name in hints.keys() - theirs.keys()]
+    found += [f"{cls.__name__}: no key {name}" for name in theirs.keys() - hints.keys()]
+    for name in hints.keys() & theirs.keys():
+        found += [f"{cls.__name__}.{name}: {why}" for why in mismatches(hints[name], theirs[name], types)]
     return found
 
 
@@ -171,6 +185,14 @@ def test_every_request_class_has_the_schema_s_fields_and_types():
         assert request_mismatches(cls, entry["request"], protocol["types"]) == [], entry["cmd"]
 
 
+def test_every_reply_type_has_the_schema_s_fields_and_types():
+    protocol = schema()
+    assert set(messages.REPLIES) == {entry["cmd"] for entry in protocol["commands"]}
+    for entry in protocol["commands"]:
+        cls = messages.REPLIES[entry["cmd"]]
+        assert reply_mismatches(cls, entry["reply"], protocol["types"]) == [], entry["cmd"]
+
+
 def test_a_field_added_dropped_renamed_or_retyped_is_reported():
     protocol = schema()
     types = protocol["types"]
@@ -193,6 +215,15 @@ def test_a_field_added_dropped_renamed_or_retyped_is_reported():
     ]
     assert mismatches(typing.Optional[typing.Literal["compile"]], "optional<TimingArm>", types) != []
     assert mismatches(list[float], "list<optional<number>>", types) != []
+
+    class Check(typing.TypedDict, total=False):  # a reply's nested struct, one key retyped
+        name: str
+        outcome: messages.Outcome
+        evidence: str
+        seconds: float
+        runs: float
+
+    assert mismatches(list[Check], "list<Check>", types) == ["Check.runs: <class 'float'> is not integer"]
 
 
 def test_the_error_kinds_and_the_version_agree():

@@ -18,7 +18,7 @@ import torch
 from kbench_worker import checks, harness, outputs, precision, profile, runtime
 from kbench_worker.candidate import Candidate
 from kbench_worker.harness import OutputCheckError, OutputTypeError, TamperError
-from kbench_worker.messages import Check, Load, Perturb, State, Time, TimeSetup, Trial
+from kbench_worker.messages import CheckOutputs, Load, Perturb, State, Time, TimeSetup, Trial
 from kbench_worker.reference import Reference, compare
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -214,7 +214,7 @@ def _check(tmp_path, task, body, deep=True, atol=0.5, rtol=0.5):
     cand = make_candidate(tmp_path, body, task=task, scale=None, atol=atol, rtol=rtol)
     ran, req = trial(cand, tmp_path, deep=deep)
     ref = Reference(Load(device="cpu", precision="fp32", atol=atol, rtol=rtol, task=str(task), set={}))
-    check = Check(seed=req.seed, forward_seed=req.forward_seed, variant=req.variant, deep=req.deep, candidate_out=req.out)
+    check = CheckOutputs(seed=req.seed, forward_seed=req.forward_seed, variant=req.variant, deep=req.deep, candidate_out=req.out)
     return ran, ref.check(check)
 
 

@@ -12,7 +12,7 @@ import torch
 
 from . import cause, checks, harness, integrity, kernels, outputs, poison, profile, runtime, taskfile, timing, transfer
 from .harness import TamperError
-from .messages import Trial
+from .messages import Load, Loaded, Perturb, Perturbed, Profile, Profiled, Shipped, State, Stated, Time, Timed, TimedCheck, TimeSetup, Trial, Warmed
 from .protocol import error, serve
 
 
@@ -239,40 +239,40 @@ class Session:
         self.channel = channel
         self.candidate = None
 
-    def load(self, req):
+    def load(self, req: Load) -> Loaded:
         self.candidate = Candidate(req)
         harness.release_memory(self.candidate.device)
         verify(self.candidate)
         return {**self.candidate.kernel_report(), "startup_s": self.channel.startup_s, "checks": self.candidate.checks.entries()}
 
-    def trial(self, req):
+    def trial(self, req: Trial) -> Shipped:
         reply = self.candidate.trial(req)
         verify(self.candidate)
         # Extensions built on the first call show up here, not at load.
         return {**reply, "compiled": kernels.compiled()}
 
-    def perturb(self, req):
+    def perturb(self, req: Perturb) -> Perturbed:
         self.candidate.perturbed = req.seed
         return {"shapes": harness.perturb(self.candidate.model, req.seed)}
 
-    def time(self, req):
+    def time(self, req: TimeSetup | Time) -> Warmed | Timed:
         # Nothing beyond the reference's work: `timing.wall_envelope` compares both workers'
         # timing requests by kbench's clock (the state checks, which `state` runs after timing,
         # added ~0.75 ms a request on an H100 when they ran here).
         return self.candidate.time(req)
 
-    def state(self, req):
+    def state(self, req: State) -> Stated:
         """The checks once timing is done, outside every timed request."""
         reply = {"checks": self.candidate.after_timing(req)}
         verify(self.candidate)
         return reply
 
-    def timed_check(self, req):
+    def timed_check(self, req: TimedCheck) -> Shipped:
         reply = self.candidate.timed_check(req)
         verify(self.candidate)
         return reply
 
-    def profile(self, req):
+    def profile(self, req: Profile) -> Profiled:
         reply = self.candidate.profile(req)
         verify(self.candidate)
         return reply

@@ -32,6 +32,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from . import cause, harness, kernels, taskfile
+from .messages import Built, Compile, Warm
 from .protocol import error, serve
 
 # Seconds the warm-up may run outside extension builds (a hang in forward must not hold a
@@ -177,13 +178,13 @@ class Session:
     def __init__(self):
         self.module = None
 
-    def compile(self, req):
+    def compile(self, req: Compile) -> Built:
         if self.module is not None:
             return {"ok": False, "error": error("protocol", "compile: this worker compiled a submission already")}
         self.module, reply = compile_file(req)
         return reply
 
-    def warm(self, req):
+    def warm(self, req: Warm) -> Built:
         if self.module is None:
             return {"ok": False, "error": error("protocol", "warm: no submission compiled")}
         return warm(self.module, req)

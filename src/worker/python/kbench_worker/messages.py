@@ -1,14 +1,18 @@
-"""What kbench sends the workers, typed: one dataclass per command's request, the enums and the
-input variant those use, and the kinds a worker's error may name.
+"""The worker protocol, typed: one dataclass per command's request (what kbench sends), the enums
+and the input variant those use, the reply fields kbench reads of each command, and the kinds a
+worker's error may name. Each class has the name of its Rust struct.
 
-kbench declares the same in Rust (`src/worker/request.rs`, `protocol::ErrorKind`); the schema it
-derives from its types is `src/worker/protocol_schema.json`, and tests/python/test_protocol.py
-checks every class here against it, field by field and type by type, so a field added, dropped,
-renamed or retyped on either side fails a test. `protocol.serve` reads each request into its
-command's class (`decode`) before a handler sees it. Standard library only: the static checker's
-worker never imports torch.
+kbench declares the same in Rust (`src/worker/request.rs`, each reply's struct beside the code
+that reads it, `protocol::ErrorKind`); the schema it derives from its types is
+`src/worker/protocol_schema.json`, and tests/python/test_protocol.py checks every class here
+against it, field by field and type by type, so a field added, dropped, renamed or retyped on
+either side fails a test. `protocol.serve` reads each request into its command's class (`decode`)
+before a handler sees it. Replies stay dicts on the wire and in the handlers (a handler may write
+more than kbench reads); their `TypedDict`s here say what kbench reads of them. Standard library
+only: the static checker's worker never imports torch.
 
-A field that kbench may leave out has a default here; `Optional[...]` ones may also be null.
+A request field that kbench may leave out has a default here; `Optional[...]` ones may also be
+null. Every reply field may be left out (kbench reads a default).
 """
 
 from dataclasses import dataclass, fields
@@ -129,7 +133,7 @@ class TimedCheck:
 
 
 @dataclass(frozen=True)
-class Check:
+class CheckOutputs:
     """Compare the candidate's outputs (in ``candidate_out``, or behind ``ipc``) with the
     reference's on the same inputs, in the reference worker."""
 
@@ -219,15 +223,186 @@ class Probe:
 
 
 @dataclass(frozen=True)
-class Ceilings:
+class MeasureCeilings:
     """The GPU's measured ceilings."""
 
     cmd: ClassVar[str] = "ceilings"
 
 
+# What kbench reads of the replies: the types their fields use, then one per command (shared where
+# two commands share their reply's struct).
+
+Outcome = Literal["skip", "pass", "warn", "fail"]
+
+Severity = Literal["info", "warning", "error"]
+
+
+class Check(TypedDict, total=False):
+    evidence: str
+    name: str
+    outcome: Outcome
+    runs: int
+    seconds: float
+
+
+class BuildFailure(TypedDict, total=False):
+    cause: str
+    extension: str
+    phase: str
+
+
+class ProfileFigures(TypedDict, total=False):
+    busy_ms: Optional[float]
+    custom_ms: Optional[float]
+    library_share: Optional[float]
+    total_ms: Optional[float]
+
+
+class TaskFacts(TypedDict, total=False):
+    degenerate: Optional[list[str]]
+    errors: Optional[list[str]]
+    flops: Optional[int]
+    input_bytes: Optional[int]
+    input_only_constants: Optional[list[str]]
+    min_bytes: Optional[int]
+    nondeterministic: Optional[bool]
+    output_bytes: Optional[int]
+    param_bytes: Optional[int]
+    small_overrides: Optional[dict[str, Any]]
+    small_size: Optional[str]
+
+
+class Finding(TypedDict, total=False):
+    line: int
+    rule: str
+    severity: Severity
+    why: str
+
+
+class FileFindings(TypedDict, total=False):
+    error: Optional[str]
+    file: str
+    findings: list[Finding]
+
+
+class Gpu(TypedDict, total=False):
+    capability: Optional[str]
+    index: Optional[int]
+    l2_bytes: Optional[int]
+    memory_bytes: Optional[int]
+    name: Optional[str]
+    sm_count: Optional[int]
+    uuid: Optional[str]
+
+
+class Facts(TypedDict, total=False):
+    cpu: Optional[str]
+    cuda_available: bool
+    cxx: Optional[str]
+    gpus: list[Gpu]
+    ninja: bool
+    nvcc: Optional[str]
+    python: Optional[str]
+    torch: Optional[str]
+    torch_cuda: Optional[str]
+    triton: Optional[str]
+
+
+class Ceilings(TypedDict, total=False):
+    copy_gbps: float
+    gemm_tflops: dict[str, float]
+    gpu: str
+    measured_s: float
+
+
+class Empty(TypedDict, total=False):
+    """A reply kbench reads nothing of."""
+
+
+class Built(TypedDict, total=False):
+    compiled: list[str]
+    has_model_new: bool
+    kernels: list[str]
+    note: str
+    reached: Optional[str]
+
+
+class Loaded(TypedDict, total=False):
+    checks: list[Check]
+    compiled: Optional[list[str]]
+    constants: dict[str, Any]
+    kernels: list[str]
+    startup_s: Optional[float]
+
+
+class Shipped(TypedDict, total=False):
+    checks: list[Check]
+    compiled: Optional[list[str]]
+    index: Optional[int]
+    ipc: Any
+
+
+class Checked(TypedDict, total=False):
+    checks: list[Check]
+    correct: bool
+    max_abs_diff: Optional[float]
+    max_rel_diff: Optional[float]
+    reason: Optional[str]
+    uncheckable: bool
+
+
+class Perturbed(TypedDict, total=False):
+    shapes: Optional[list[Any]]
+
+
+class Warmed(TypedDict, total=False):
+    compile_s: Optional[float]
+    median_ms: Optional[float]
+    submit_ms: Optional[float]
+
+
+class Timed(TypedDict, total=False):
+    audit_excess_ms: Optional[list[float]]
+    audit_ms: Optional[list[float]]
+    burst: Optional[int]
+    latency_ms: Optional[list[float]]
+    overflows: int
+    samples_ms: Optional[list[float]]
+    sm_mhz: list[Optional[float]]
+
+
+class Stated(TypedDict, total=False):
+    checks: list[Check]
+
+
+class Profiled(TypedDict, total=False):
+    build_failures: list[BuildFailure]
+    busy_ms: Optional[float]
+    checks: list[Check]
+    defined: list[str]
+    kernels: Optional[list[str]]
+    profile: ProfileFigures
+
+
+class Inspected(TypedDict, total=False):
+    facts: TaskFacts
+
+
+class Findings(TypedDict, total=False):
+    results: list[FileFindings]
+
+
+class Probed(TypedDict, total=False):
+    facts: Facts
+
+
+class Measured(TypedDict, total=False):
+    ceilings: Ceilings
+
+
 REQUESTS = {
     cls.cmd: cls
-    for cls in (Ping, Exit, Compile, Warm, Load, Trial, TimedCheck, Check, Perturb, TimeSetup, Time, State, Profile, Inspect, CheckFiles, Probe, Ceilings)
+    for cls in (Ping, Exit, Compile, Warm, Load, Trial, TimedCheck, CheckOutputs, Perturb, TimeSetup, Time, State, Profile, Inspect, CheckFiles, Probe, MeasureCeilings)
 }
 
 
@@ -238,3 +413,24 @@ def decode(msg):
     cls = REQUESTS[msg["cmd"]]
     names = {f.name for f in fields(cls)}
     return cls(**{key: value for key, value in msg.items() if key in names})
+
+
+REPLIES = {
+    "ping": Empty,
+    "exit": Empty,
+    "compile": Built,
+    "warm": Built,
+    "load": Loaded,
+    "trial": Shipped,
+    "timed_check": Shipped,
+    "check": Checked,
+    "perturb": Perturbed,
+    "time_setup": Warmed,
+    "time": Timed,
+    "state": Stated,
+    "profile": Profiled,
+    "inspect": Inspected,
+    "check_files": Findings,
+    "probe": Probed,
+    "ceilings": Measured,
+}

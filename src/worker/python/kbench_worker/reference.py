@@ -13,6 +13,7 @@ import time
 import torch
 
 from . import checks, harness, precision, profile, runtime, taskfile, timing, transfer
+from .messages import Checked, CheckOutputs, Load, Loaded, Perturb, Perturbed, Profile, Profiled, Time, Timed, TimeSetup, Warmed
 from .protocol import error, serve
 
 # Elements per comparison step: bounds the temporaries of a comparison on multi-GB outputs.
@@ -275,19 +276,19 @@ class Session:
         self.channel = channel
         self.reference = None
 
-    def load(self, req):
+    def load(self, req: Load) -> Loaded:
         self.reference = Reference(req)
         # The task's integer constants, as loaded: kbench picks a shape perturbation from them.
         constants = {k: v for k, v in vars(self.reference.task).items() if type(v) is int and not k.startswith("_")}
         return {"startup_s": self.channel.startup_s, "constants": constants}
 
-    def check(self, req):
+    def check(self, req: CheckOutputs) -> Checked:
         return self.reference.check(req)
 
-    def perturb(self, req):
+    def perturb(self, req: Perturb) -> Perturbed:
         return {"shapes": harness.perturb(self.reference.model, req.seed)}
 
-    def time(self, req):
+    def time(self, req: TimeSetup | Time) -> Warmed | Timed:
         """Arm A (eager) by default; ``arm: compile`` times torch.compile of the same model."""
         if req.arm != "compile":
             return timing.handle(self.reference, req)
@@ -296,7 +297,7 @@ class Session:
         reply = timing.handle(self.reference.compiled, req)
         return {**reply, "compile_s": self.reference.compiled.compile_s}
 
-    def profile(self, req):
+    def profile(self, req: Profile) -> Profiled:
         return {"busy_ms": self.reference.busy_ms(req)}
 
 
