@@ -84,6 +84,7 @@ impl Builder {
         });
     }
 
+    /// The schema: the commands added, the named types they use, the error kinds, the version.
     pub fn finish(mut self) -> Protocol {
         let kinds = self.generator.subschema_for::<ErrorKind>();
         let other = serde_json::to_value(ErrorKind::Other).expect("a unit variant serializes");
