@@ -45,7 +45,6 @@ def measure(model, inputs, seen):
 
 def child(mode, task_path):
     sys.path.insert(0, "src/worker/python")
-    import torch
 
     from kbench_worker import harness, runtime
 

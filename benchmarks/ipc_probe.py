@@ -1,7 +1,12 @@
 # Can a CUDA IPC handle exported in one process be opened in another, under various confinements?
-import os, pickle, sys, time
+import os
+import pickle
+import sys
+import time
+
 import torch
 from torch.multiprocessing import reductions
+
 role, path = sys.argv[1], sys.argv[2]
 if role == "export":
     t = torch.arange(1 << 20, device="cuda", dtype=torch.float32)

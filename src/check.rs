@@ -1,6 +1,6 @@
 //! Static checks of submission sources (`kbench check`, and evidence in every evaluation).
-//! The rules live in the Python side (`static_check.py`, standard library only: no torch
-//! needed); this module runs them in a worker and shapes the findings. It never imports a
+//! The rules live in the Python side (`kbench_worker/static_check/`, standard library only: no
+//! torch needed); this module runs them in a worker and shapes the findings. It never imports a
 //! submission.
 
 use std::path::{Path, PathBuf};
@@ -15,6 +15,7 @@ use crate::worker::{Link, Reply, Spawn, Worker};
 const CHECK_DEADLINE: Duration = Duration::from_secs(300);
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     Info,
@@ -23,6 +24,7 @@ pub enum Severity {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Finding {
     pub rule: String,
     pub severity: Severity,
@@ -32,6 +34,7 @@ pub struct Finding {
 
 /// The findings of one file, or why it could not be checked (e.g. a syntax error).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct FileFindings {
     pub file: PathBuf,
     pub findings: Vec<Finding>,
@@ -40,6 +43,7 @@ pub struct FileFindings {
 
 /// The static checker's findings, one entry per file in order.
 #[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Findings {
     pub results: Vec<FileFindings>,
 }

@@ -561,10 +561,11 @@ mod tests {
             panic!("not eval");
         };
         let probe = Probe {
-            facts: serde_json::json!({
+            facts: serde_json::from_value(serde_json::json!({
                 "cuda_available": true,
                 "gpus": [{"capability": "9.0", "memory_bytes": 80u64 << 30}],
-            }),
+            }))
+            .unwrap(),
         };
         Config::resolve(&args, PathBuf::from("tasks"), "python3".into(), &probe).unwrap()
     }

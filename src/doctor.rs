@@ -14,7 +14,7 @@ pub struct Check {
 pub fn checks(python: &str, probe: Result<&Probe, &Error>) -> Vec<Check> {
     let mut out = Vec::new();
     let facts = match probe {
-        Ok(p) => p.facts.clone(),
+        Ok(p) => &p.facts,
         Err(why) => {
             out.push(Check {
                 name: "python + torch",
@@ -22,53 +22,49 @@ pub fn checks(python: &str, probe: Result<&Probe, &Error>) -> Vec<Check> {
                 found: format!("{python}: {why}"),
                 fix: "install torch into a venv (python3 -m venv .venv && .venv/bin/pip install torch==2.11.0 ninja numpy) or pass --python",
             });
-            serde_json::Value::Null
+            return out;
         }
     };
-    if facts.is_null() {
-        return out;
-    }
-    let text = |k: &str| facts[k].as_str().unwrap_or("not found").to_string();
+    let text = |fact: &Option<String>| fact.as_deref().unwrap_or("not found").to_string();
     out.push(Check {
         name: "python",
         ok: true,
-        found: format!("{} ({python})", text("python")),
+        found: format!("{} ({python})", text(&facts.python)),
         fix: "",
     });
     out.push(Check {
         name: "torch",
         ok: true,
-        found: text("torch"),
+        found: text(&facts.torch),
         fix: "",
     });
-    let gpus: Vec<String> = facts["gpus"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let gpus: Vec<String> = facts
+        .gpus
+        .iter()
         .map(|g| {
             format!(
                 "{} (sm {})",
-                g["name"].as_str().unwrap_or("?"),
-                g["capability"].as_str().unwrap_or("?")
+                g.name.as_deref().unwrap_or("?"),
+                g.capability.as_deref().unwrap_or("?")
             )
         })
         .collect();
     out.push(Check {
         name: "CUDA",
-        ok: facts["cuda_available"] == true,
-        found: if gpus.is_empty() { "no GPU visible to torch".into() } else { format!("CUDA {} with {}", text("torch_cuda"), gpus.join(", ")) },
+        ok: facts.cuda_available,
+        found: if gpus.is_empty() { "no GPU visible to torch".into() } else { format!("CUDA {} with {}", text(&facts.torch_cuda), gpus.join(", ")) },
         fix: "install a CUDA build of torch and the NVIDIA driver; without a GPU, kbench runs on the CPU (--device cpu)",
     });
     out.push(Check {
         name: "nvcc",
-        ok: facts["nvcc"].is_string(),
-        found: text("nvcc"),
+        ok: facts.nvcc.is_some(),
+        found: text(&facts.nvcc),
         fix: "install the CUDA toolkit (or pip install nvidia-cuda-nvcc) and set CUDA_HOME; needed for CUDA load_inline submissions",
     });
     out.push(Check {
         name: "ninja",
-        ok: facts["ninja"] == true,
-        found: if facts["ninja"] == true {
+        ok: facts.ninja,
+        found: if facts.ninja {
             "found".into()
         } else {
             "not found".into()
@@ -77,8 +73,8 @@ pub fn checks(python: &str, probe: Result<&Probe, &Error>) -> Vec<Check> {
     });
     out.push(Check {
         name: "c++ compiler",
-        ok: facts["cxx"].is_string(),
-        found: text("cxx"),
+        ok: facts.cxx.is_some(),
+        found: text(&facts.cxx),
         fix: "install g++ (apt-get install g++)",
     });
     let nvml = nvml_driver();

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
@@ -16,13 +16,51 @@ const PROBE_DEADLINE: Duration = Duration::from_secs(120);
 
 #[derive(Clone, Debug)]
 pub struct Probe {
-    pub facts: Value,
+    pub facts: Facts,
 }
 
-/// The probe's reply: the machine's facts, read by name.
+/// The machine's facts kbench reads of the probe worker's (`kbench_worker/probe.py`). What the
+/// worker leaves out or null reads as not found, as the doctor reports it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct Facts {
+    pub python: Option<String>,
+    pub torch: Option<String>,
+    /// The CUDA version torch was built with.
+    pub torch_cuda: Option<String>,
+    #[serde(default)]
+    pub cuda_available: bool,
+    #[serde(default)]
+    pub gpus: Vec<Gpu>,
+    /// The nvcc found, and the C++ compiler.
+    pub nvcc: Option<String>,
+    pub cxx: Option<String>,
+    #[serde(default)]
+    pub ninja: bool,
+    pub cpu: Option<String>,
+    pub triton: Option<String>,
+}
+
+/// One GPU torch sees; the run record keeps it whole.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct Gpu {
+    pub index: Option<u64>,
+    pub name: Option<String>,
+    /// Keys the cached speed-of-light ceilings (`sol`).
+    pub uuid: Option<String>,
+    /// Compute capability, e.g. "9.0".
+    pub capability: Option<String>,
+    pub memory_bytes: Option<u64>,
+    pub sm_count: Option<u64>,
+    pub l2_bytes: Option<u64>,
+}
+
+/// The probe's reply: the machine's facts.
 #[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Probed {
-    pub facts: Value,
+    pub facts: Facts,
 }
 
 impl Command for request::Probe {
@@ -65,25 +103,27 @@ impl Probe {
     }
 
     pub fn cuda_available(&self) -> bool {
-        self.facts["cuda_available"] == true
+        self.facts.cuda_available
     }
 
     pub fn gpu_count(&self) -> usize {
-        self.facts["gpus"].as_array().map_or(0, Vec::len)
+        self.facts.gpus.len()
     }
 
     /// The smallest visible GPU's memory in bytes, None without a GPU.
     pub fn smallest_gpu_memory(&self) -> Option<u64> {
-        self.facts["gpus"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|g| g["memory_bytes"].as_u64())
-            .min()
+        self.facts.gpus.iter().filter_map(|g| g.memory_bytes).min()
     }
 
     pub fn torch(&self) -> Option<String> {
-        self.facts["torch"].as_str().map(String::from)
+        self.facts.torch.clone()
+    }
+
+    /// GPU `index`'s facts as JSON, as the run record keeps them (null where there is none).
+    pub fn gpu_json(&self, index: usize) -> Value {
+        self.facts.gpus.get(index).map_or(Value::Null, |g| {
+            serde_json::to_value(g).expect("a GPU's facts serialize")
+        })
     }
 
     /// TORCH_CUDA_ARCH_LIST for the compile pool (which sees no GPU) and the candidate alike, so
@@ -95,11 +135,11 @@ impl Probe {
                 return list;
             }
         }
-        let mut caps: Vec<String> = self.facts["gpus"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|g| g["capability"].as_str().map(String::from))
+        let mut caps: Vec<String> = self
+            .facts
+            .gpus
+            .iter()
+            .filter_map(|g| g.capability.clone())
             .collect();
         caps.sort();
         caps.dedup();
@@ -111,16 +151,16 @@ impl Probe {
     }
 
     pub fn environment(&self) -> Environment {
-        let s = |k: &str| self.facts[k].as_str().map(String::from);
+        let facts = self.facts.clone();
         Environment {
             os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
-            python: s("python"),
-            torch: s("torch"),
-            torch_cuda: s("torch_cuda"),
-            triton: s("triton"),
+            python: facts.python,
+            torch: facts.torch,
+            torch_cuda: facts.torch_cuda,
+            triton: facts.triton,
             driver: nvml_driver().ok(),
-            gpus: self.facts["gpus"].as_array().cloned().unwrap_or_default(),
-            cpu: s("cpu"),
+            gpus: (0..facts.gpus.len()).map(|i| self.gpu_json(i)).collect(),
+            cpu: facts.cpu,
             ceilings: None,
         }
     }

@@ -186,6 +186,7 @@ pub struct Trial {
 
 /// How a runtime check ended; ordered from least to most severe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Skip,
@@ -224,6 +225,7 @@ pub struct Published {
 
 /// What the machine's GPU reaches at best, measured by the `ceilings` worker (`sol`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Ceilings {
     /// Device-to-device copy, bytes read plus bytes written per second, in GB/s.
     pub copy_gbps: f64,
@@ -237,6 +239,7 @@ pub struct Ceilings {
 
 /// One named runtime check (docs/design/verifier.md's names, e.g. `timing.stream_join`) and its evidence.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Check {
     pub name: String,
     pub outcome: Outcome,

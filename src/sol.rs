@@ -161,7 +161,7 @@ pub fn load_or_measure(
     let dir = cache.join("ceilings");
     std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
     let key = cache_key(
-        &probe.facts["gpus"][gpu as usize],
+        &probe.gpu_json(gpu as usize),
         crate::probe::nvml_driver().ok().as_deref(),
         probe.torch().as_deref(),
     );
@@ -184,6 +184,7 @@ pub fn load_or_measure(
 
 /// The ceilings worker's reply.
 #[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Measured {
     pub ceilings: Ceilings,
 }

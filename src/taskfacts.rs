@@ -23,6 +23,7 @@ const INSPECT_DEADLINE: Duration = Duration::from_secs(300);
 const FACTS_VERSION: &[u8] = b"facts 5: derived small sizes aim at a cheap forward";
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct TaskFacts {
     pub input_bytes: Option<u64>,
     pub output_bytes: Option<u64>,
@@ -33,11 +34,13 @@ pub struct TaskFacts {
     pub flops: Option<u64>,
     /// Constants that change only the input shapes (`name`, or `name[i]` for a tuple element).
     #[serde(default, deserialize_with = "null_as_empty")]
+    #[cfg_attr(test, schemars(with = "Option<Vec<String>>"))]
     pub input_only_constants: Vec<String>,
     /// The reference draws random numbers in forward (dropout, torch.randn).
     pub nondeterministic: Option<bool>,
     /// constant_output, input_independent, identity, below_tolerance (at the small size).
     #[serde(default, deserialize_with = "null_as_empty")]
+    #[cfg_attr(test, schemars(with = "Option<Vec<String>>"))]
     pub degenerate: Vec<String>,
     /// Where the small size came from: `scale.toml`, `derived` (no table: input-only constants
     /// shrunk), or absent when the value facts were not computed (see `errors`).
@@ -46,14 +49,17 @@ pub struct TaskFacts {
     /// The small size's constants (a derived one stands in for `--scale small` where the tree
     /// has no `scale.toml`).
     #[serde(default, deserialize_with = "null_as_empty")]
+    #[cfg_attr(test, schemars(with = "Option<Map<String, Value>>"))]
     pub small_overrides: Map<String, Value>,
     /// One line per step that failed; the facts it would have given stay empty.
     #[serde(default, deserialize_with = "null_as_empty")]
+    #[cfg_attr(test, schemars(with = "Option<Vec<String>>"))]
     pub errors: Vec<String>,
 }
 
 /// The task inspector's reply.
 #[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Inspected {
     pub facts: TaskFacts,
 }

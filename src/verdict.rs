@@ -212,6 +212,7 @@ fn of_reference_error(step: ReferenceStep, e: &WorkerError) -> String {
 
 /// An extension build that raised inside the submission (which may have caught it).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct BuildFailure {
     pub extension: String,
     /// Where the submission was: `import`, `__init__` or `forward`.

@@ -12,6 +12,7 @@ use crate::worker::request::{
 
 /// What the compile pool built: whether ModelNew exists, its kernels, how far warming it got.
 #[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Built {
     pub has_model_new: bool,
@@ -32,6 +33,7 @@ impl Command for Warm {
 
 /// A load's reply: the reference's task constants, the candidate's start-up, checks and kernels.
 #[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Loaded {
     pub constants: Map<String, Value>,
@@ -48,6 +50,7 @@ impl Command for Load {
 
 /// The candidate's outputs, handed over: CUDA IPC handles, or nothing where they went to a file.
 #[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Shipped {
     /// Handles the reference worker opens (`transfer.import_cuda`), passed on as they came.
@@ -68,6 +71,7 @@ impl Command for TimedCheck {
 
 /// The candidate's checks after timing.
 #[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Stated {
     pub checks: Vec<Check>,
@@ -79,6 +83,7 @@ impl Command for State {
 
 /// The reference's comparison.
 #[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Checked {
     pub correct: bool,
@@ -96,6 +101,7 @@ impl Command for CheckOutputs {
 
 /// The shapes of the parameters perturbed, in order.
 #[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Perturbed {
     pub shapes: Option<Vec<Value>>,
@@ -107,6 +113,7 @@ impl Command for Perturb {
 
 /// A profiled call: the reference's busy time, the candidate's figures, checks and kernels.
 #[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Profiled {
     pub busy_ms: Option<f64>,
@@ -123,6 +130,7 @@ impl Command for Profile {
 
 /// The candidate's profile (`profile.kernel_times`).
 #[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct ProfileFigures {
     pub library_share: Option<f64>,

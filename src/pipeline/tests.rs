@@ -134,7 +134,7 @@ mod scripted {
             panic!("not eval");
         };
         let probe = crate::probe::Probe {
-            facts: json!({"cuda_available": false}),
+            facts: crate::probe::Facts::default(),
         };
         let mut config = Config::resolve(&args, dir.join("tasks"), "python3".into(), &probe)
             .expect("a CPU config");

@@ -9,6 +9,7 @@ use crate::worker::request::{Command, Time, TimeSetup};
 
 /// A warm-up's figures.
 #[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Warmed {
     pub submit_ms: Option<f64>,
@@ -23,6 +24,7 @@ impl Command for TimeSetup {
 
 /// A timed block's figures; each list is checked where it is read.
 #[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Timed {
     pub samples_ms: Option<Vec<f64>>,

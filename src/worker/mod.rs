@@ -6,6 +6,8 @@ pub mod process;
 pub mod protocol;
 pub mod python;
 pub mod request;
+#[cfg(test)]
+mod schema;
 
 pub use link::Link;
 pub use process::{Failure, Spawn, Worker};

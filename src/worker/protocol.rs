@@ -18,6 +18,7 @@ pub const VERSION: u32 = 1;
 /// What a worker's error is about: `kind` on the wire, as `protocol.py`'s `error()` and
 /// `harness.classify` name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// The submission does not parse.
@@ -188,8 +189,19 @@ mod tests {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("src/worker/python/kbench_worker");
         let mut kinds = Vec::new();
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let source = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let mut dirs = vec![dir];
+        let mut sources = Vec::new();
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "py") {
+                    sources.push(std::fs::read_to_string(path).unwrap());
+                }
+            }
+        }
+        for source in sources {
             for marker in ["error(\"", "classify(exc, \"", "kind=\""] {
                 for (at, _) in source.match_indices(marker) {
                     let rest = &source[at + marker.len()..];

@@ -1,10 +1,10 @@
 //! What kbench asks the workers, typed: one `Request` variant per command (`cmd` on the wire),
 //! each with the struct of its fields; `Command::Reply` names the struct of its reply body. The
 //! Python side answers from one table of commands per role (`commands()` in each worker module);
-//! `tests/python/test_protocol.py` checks those tables, the request fields they read and the
-//! reply fields they write against `schema()`, which the test `the_schema_file_is_current` keeps
-//! in `protocol_schema.json`. Requests derive `Deserialize` for `schema()`, which reads their
-//! field names from it.
+//! `tests/python/test_protocol.py` checks those tables and the request and reply types the
+//! workers declare (`kbench_worker/messages.py`) against `schema()`, which `super::schema`
+//! derives from these types and the test `the_schema_file_is_current` keeps in
+//! `protocol_schema.json`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -19,22 +19,22 @@ pub trait Command: Into<Request> {
     type Reply: DeserializeOwned;
 }
 
-/// Declares `Request` (one variant per command, its wire name the variant's in snake case unless
-/// given), its conversions from each command's struct, and `schema()` from the same list.
+/// Declares `Request` (one variant per command, its wire name the variant's in snake case), its
+/// conversions from each command's struct, and `schema()` from the same list.
 macro_rules! commands {
-    ($($(#[$doc:meta])* $variant:ident $(as $name:literal)? ($request:ident);)*) => {
+    ($($(#[$doc:meta])* $variant:ident($request:ident);)*) => {
         /// A request to a worker, tagged by its command.
         #[derive(Clone, Debug, Serialize)]
         #[serde(tag = "cmd", rename_all = "snake_case")]
         pub enum Request {
-            $($(#[$doc])* $(#[serde(rename = $name)])? $variant($request),)*
+            $($(#[$doc])* $variant($request),)*
         }
 
         impl Request {
             /// The command's name on the wire.
             pub fn cmd(&self) -> String {
                 match self {
-                    $(Request::$variant(_) => wire_name(stringify!($variant), [$($name)?]),)*
+                    $(Request::$variant(_) => wire_name(stringify!($variant)),)*
                 }
             }
         }
@@ -47,12 +47,15 @@ macro_rules! commands {
             }
         )*
 
-        /// Every command: its wire name, its request fields and the reply fields kbench reads.
+        /// Every command: its wire name, its request's fields and the reply fields kbench reads,
+        /// typed; with the protocol's version and error kinds.
         #[cfg(test)]
-        pub fn schema() -> Vec<schema::Entry> {
-            vec![$(schema::Entry::of::<$request, <$request as Command>::Reply>(
-                wire_name(stringify!($variant), [$($name)?]),
-            ),)*]
+        pub fn schema() -> super::schema::Protocol {
+            let mut schema = super::schema::Builder::default();
+            $(schema.command::<$request, <$request as Command>::Reply>(
+                wire_name(stringify!($variant)),
+            );)*
+            schema.finish()
         }
     };
 }
@@ -86,19 +89,16 @@ commands! {
     Profile(Profile);
     /// The task inspector's facts of a task.
     Inspect(Inspect);
-    /// The static checker's findings in files (the checker's own `check`).
-    CheckFiles as "check" (CheckFiles);
+    /// The static checker's findings in files.
+    CheckFiles(CheckFiles);
     /// The machine's facts.
     Probe(Probe);
     /// The GPU's measured ceilings.
     Ceilings(MeasureCeilings);
 }
 
-/// A variant's wire name: the one given, else its name in snake case (serde's `rename_all`).
-fn wire_name<const N: usize>(variant: &str, given: [&str; N]) -> String {
-    if let Some(name) = given.first() {
-        return (*name).into();
-    }
+/// A variant's wire name: its name in snake case (serde's `rename_all`).
+fn wire_name(variant: &str) -> String {
     let mut name = String::new();
     for (i, c) in variant.chars().enumerate() {
         if c.is_uppercase() && i > 0 {
@@ -114,28 +114,34 @@ fn is_false(value: &bool) -> bool {
 }
 
 /// Requests with no fields: `ping`, `exit`, `probe`, `ceilings`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Ping {}
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Exit {}
 
 /// After timing: the candidate's process-state checks, and `outputs.independence` again on the
 /// inputs of `seed` (a module may return one static output only once it has warmed up).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct State {
     pub seed: u64,
     pub forward_seed: u64,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Probe {}
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct MeasureCeilings {}
 
 /// A reply body kbench reads nothing of.
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Empty {}
 
 impl Command for Ping {
@@ -148,7 +154,8 @@ impl Command for Exit {
 
 /// Import the staged submission in the compile pool, with the task as the run sizes it (its file,
 /// `--scale` and `--set`).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Compile {
     pub task: PathBuf,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -161,7 +168,8 @@ pub struct Compile {
 }
 
 /// A compile request again, with the precision its fake call runs in.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Warm {
     pub task: PathBuf,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -187,7 +195,8 @@ impl Warm {
 }
 
 /// Load the task; the candidate also gets the staged submission and its build environment.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Load {
     pub task: PathBuf,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -205,6 +214,7 @@ pub struct Load {
 
 /// Inputs that differ from a plain trial's (`harness.make_inputs`): `kind` on the wire.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Variant {
     /// 2x - 1 where the inputs are non-negative.
@@ -224,7 +234,8 @@ pub enum Variant {
 
 /// One correctness trial in the candidate: `out` is where its outputs go when `transport` is
 /// "file".
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Trial {
     pub seed: u64,
     pub forward_seed: u64,
@@ -236,7 +247,8 @@ pub struct Trial {
 }
 
 /// Hand over the kept output of the last timed block, as a trial hands over its outputs.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct TimedCheck {
     pub out: PathBuf,
     pub transport: String,
@@ -244,7 +256,8 @@ pub struct TimedCheck {
 
 /// Check the candidate's outputs (in `candidate_out`, or behind `ipc`) against the reference's
 /// on the same inputs.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct CheckOutputs {
     pub seed: u64,
     pub forward_seed: u64,
@@ -257,13 +270,15 @@ pub struct CheckOutputs {
     pub ipc: Option<Value>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Perturb {
     pub seed: u64,
 }
 
 /// How a timing session samples (`--mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TimingMode {
     Offline,
@@ -273,6 +288,7 @@ pub enum TimingMode {
 
 /// Which arm a worker's timing requests are for, where one worker times two.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TimingArm {
     /// The reference under torch.compile.
@@ -282,7 +298,8 @@ pub enum TimingArm {
 }
 
 /// A worker's timing set-up: its inputs' seeds, and the CPU its submitting thread moves to.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct TimeSetup {
     pub seed: u64,
     pub mode: TimingMode,
@@ -297,7 +314,8 @@ pub struct TimeSetup {
 
 /// One block of timed calls: `n` samples (offline, kernelbench) or requests after idle gaps
 /// (server).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Time {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub n: Option<u32>,
@@ -313,96 +331,23 @@ pub struct Time {
     pub arm: Option<TimingArm>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Profile {
     pub seed: u64,
     pub forward_seed: u64,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Inspect {
     pub task: PathBuf,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct CheckFiles {
     pub files: Vec<PathBuf>,
-}
-
-/// The schema of the commands, for `tests/python/test_protocol.py`: field names as serde sees
-/// them, recorded by a deserializer that only asks each struct for its fields.
-#[cfg(test)]
-pub mod schema {
-    use serde::de::{self, Deserialize, Deserializer, Visitor};
-    use serde::Serialize;
-
-    /// One command: its wire name, the fields its request may carry, the reply fields kbench reads.
-    #[derive(Debug, Serialize)]
-    pub struct Entry {
-        pub cmd: String,
-        pub request: Vec<&'static str>,
-        pub reply: Vec<&'static str>,
-    }
-
-    impl Entry {
-        pub fn of<'de, Q: Deserialize<'de>, R: Deserialize<'de>>(cmd: String) -> Entry {
-            Entry {
-                cmd,
-                request: fields::<Q>(),
-                reply: fields::<R>(),
-            }
-        }
-    }
-
-    /// The field names of a struct.
-    pub fn fields<'de, T: Deserialize<'de>>() -> Vec<&'static str> {
-        let mut seen = Vec::new();
-        let _ = T::deserialize(Recorder(&mut seen));
-        seen
-    }
-
-    struct Recorder<'a>(&'a mut Vec<&'static str>);
-
-    #[derive(Debug)]
-    struct Stop;
-
-    impl std::fmt::Display for Stop {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("fields recorded")
-        }
-    }
-
-    impl std::error::Error for Stop {}
-
-    impl de::Error for Stop {
-        fn custom<T: std::fmt::Display>(_: T) -> Stop {
-            Stop
-        }
-    }
-
-    impl<'de> Deserializer<'de> for Recorder<'_> {
-        type Error = Stop;
-
-        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Stop> {
-            Err(Stop)
-        }
-
-        fn deserialize_struct<V: Visitor<'de>>(
-            self,
-            _: &'static str,
-            fields: &'static [&'static str],
-            _: V,
-        ) -> Result<V::Value, Stop> {
-            self.0.extend_from_slice(fields);
-            Err(Stop)
-        }
-
-        serde::forward_to_deserialize_any! {
-            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
-            option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
-            ignored_any
-        }
-    }
 }
 
 #[cfg(test)]
@@ -442,7 +387,10 @@ mod tests {
         let files = CheckFiles {
             files: vec!["/a.py".into()],
         };
-        assert_eq!(wire(files), json!({"cmd": "check", "files": ["/a.py"]}));
+        assert_eq!(
+            wire(files),
+            json!({"cmd": "check_files", "files": ["/a.py"]})
+        );
         let trial = Trial {
             seed: 1,
             forward_seed: 2,
@@ -479,38 +427,5 @@ mod tests {
                 request.cmd()
             );
         }
-    }
-
-    fn schema_json() -> String {
-        serde_json::to_string_pretty(&schema()).unwrap() + "\n"
-    }
-
-    /// `protocol_schema.json` is what `schema()` says (the pytest reads the file). To update
-    /// it: `KBENCH_UPDATE_SCHEMA=1 cargo test the_schema_file_is_current`.
-    #[test]
-    fn the_schema_file_is_current() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("src/worker/protocol_schema.json");
-        if std::env::var_os("KBENCH_UPDATE_SCHEMA").is_some() {
-            std::fs::write(&path, schema_json()).unwrap();
-        }
-        let stored = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            stored == schema_json(),
-            "{} is stale: KBENCH_UPDATE_SCHEMA=1 cargo test the_schema_file_is_current",
-            path.display()
-        );
-    }
-
-    #[test]
-    fn the_schema_lists_every_command_with_its_fields() {
-        let entries = schema();
-        let time = entries.iter().find(|e| e.cmd == "time").unwrap();
-        assert!(time.request.contains(&"arm") && time.reply.contains(&"samples_ms"));
-        let checks: Vec<_> = entries.iter().filter(|e| e.cmd == "check").collect();
-        assert_eq!(checks.len(), 2, "the reference's and the static checker's");
-        assert!(entries
-            .iter()
-            .all(|e| !e.cmd.chars().any(char::is_uppercase)));
     }
 }

@@ -7,6 +7,7 @@ import torch.utils.cpp_extension as cpp_extension
 from conftest import ROOT
 from kbench_worker import compile as pool
 from kbench_worker import kernels
+from kbench_worker.messages import Compile, Warm
 
 GATED = '''
 import torch
@@ -32,7 +33,7 @@ def test_a_build_gated_on_a_gpu_runs_in_the_pool_of_a_gpu_run(tmp_path, monkeypa
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the pool hides the GPU
     submission = tmp_path / "gated.py"
     submission.write_text(GATED)
-    req = {"submission": str(submission), "task": str(ROOT / "level1" / "19_ReLU.py"), "device": device}
+    req = Compile(submission=str(submission), task=str(ROOT / "level1" / "19_ReLU.py"), set={}, device=device)
     module, reply = pool.compile_file(req)
     assert reply["ok"], reply
     assert calls == (["gated"] if builds else [])
@@ -91,12 +92,8 @@ def test_the_warm_up_of_a_gpu_run_reaches_a_build_made_after_a_tensor(tmp_path, 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     submission = tmp_path / "in_init.py"
     submission.write_text(source)
-    req = {
-        "submission": str(submission),
-        "task": str(ROOT / "level1" / "19_ReLU.py"),
-        "device": "cuda",
-        "precision": "fp32",
-    }
+    # The pool's compile and warm requests differ only in the precision, which compile ignores.
+    req = Warm(submission=str(submission), task=str(ROOT / "level1" / "19_ReLU.py"), set={}, device="cuda", precision="fp32")
     module, reply = pool.compile_file(req)
     assert reply["ok"], reply
     warmed = pool.warm(module, req)

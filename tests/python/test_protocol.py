@@ -1,16 +1,23 @@
 """kbench and its workers know the same protocol. `src/worker/protocol_schema.json` is what the
-Rust side sends and reads (a Rust test keeps it current with `request::schema()`): every command
-it sends is in some role's table (`commands(channel)` in each worker module) and every table
-entry is sent; the handlers read only request fields kbench sends to their role, and read every
-one; every reply field kbench reads for a command is written by the code of a role that handles
-that command (its modules and what they import)."""
+Rust side sends and reads, typed (a Rust test derives it from kbench's types and keeps it
+current): every command it sends is in some role's table (`commands(channel)` in each worker
+module) and every table entry is sent; each command's request class and reply TypedDict in
+`kbench_worker.messages` has exactly the schema's fields with the schema's types, and so do the
+enums, structs and the input variant they use; the error kinds and the version agree; the handlers read only fields of their
+requests, and read every one; every reply field kbench reads for a command is written by the code
+of a role that handles that command (its modules and what they import)."""
 
+import dataclasses
 import json
 import re
+import typing
+from pathlib import Path
 
+import kbench_worker
 from conftest import ROOT
-from kbench_worker import candidate, ceilings, inspect, probe, reference, static_check, timing
+from kbench_worker import candidate, ceilings, inspect, messages, probe, reference, static_check, timing
 from kbench_worker import compile as pool
+from kbench_worker.static_check import entry as static_entry
 
 WORKER = ROOT / "src" / "worker" / "python" / "kbench_worker"
 # Each role, and the modules whose handlers read its requests (timing.py serves `time_setup` and
@@ -20,67 +27,62 @@ ROLES = {
     reference: [reference, timing],
     pool: [pool],
     inspect: [inspect],
-    static_check: [static_check],
+    static_check: [static_entry],
     probe: [probe],
     ceilings: [ceilings],
 }
-# Optional request fields a handler reads with a default that kbench never sends: the inspector's
-# tolerances and the static checker's task (its value comparisons), used by direct callers only.
-UNSENT = {inspect: {"atol", "rtol"}, static_check: {"task"}}
-# Fields kbench sends that a role does not read, because two roles share a command's name on the
-# wire: the candidate's `load` (its submission and build environment) reaches the reference as the
-# same request without them, and the static checker's `check` (files) shares its name with the
-# reference's output check (seeds, variant, outputs).
-SHARED = {
-    reference: {"env", "submission", "files"},
-    static_check: {"seed", "forward_seed", "variant", "deep", "candidate_out", "ipc"},
-}
-# A handler's read of its request: `req["x"]` or `req.get("x"...)`.
-READS = re.compile(r"""\breq(?:\[|\.get\()\s*["'](\w+)["']""")
+# Fields kbench sends that a role does not read: the candidate's `load` (its submission and build
+# environment) reaches the reference as the same request without them.
+SHARED = {reference: {"env", "submission"}}
+# A handler's read of its request: `req.x` (`req.cmd` is the class's, not a field).
+READS = re.compile(r"\breq\.(\w+)")
 # A reply field a worker writes: a dict key `"x": ...`, or `reply["x"] = ...`.
 WRITES = re.compile(r"""["'](\w+)["']\s*(?::|\]\s*=[^=])""")
 # A worker module's imports of its package: `from . import a, b` or `from .a import x`.
 IMPORTS = re.compile(r"^\s*from \.(\w*) import ([\w, ]+)", re.M)
+# The schema's scalar types, as Python annotates them.
+SCALARS = {"string": str, "integer": int, "number": float, "boolean": bool, "any": typing.Any}
 
 
 def schema():
     return json.loads((ROOT / "src" / "worker" / "protocol_schema.json").read_text())
 
 
-def sent_fields(entries):
-    """Command -> the request fields kbench may send with it (both `check`s together)."""
-    fields = {}
-    for entry in entries:
-        fields.setdefault(entry["cmd"], {"cmd"}).update(entry["request"])
-    return fields
+def sent_fields(protocol):
+    """Command -> the request fields kbench may send with it."""
+    return {entry["cmd"]: {field["name"] for field in entry["request"]} for entry in protocol["commands"]}
 
 
 def source(module):
-    return (WORKER / f"{module.__name__.rsplit('.', 1)[1]}.py").read_text()
+    return Path(module.__file__).read_text()
+
+
+def reads(sources):
+    return {field for text in sources for field in READS.findall(text)} - {"cmd"}
 
 
 def unsent_reads(sources, sent):
     """The fields `sources` read from a request that no command in `sent` carries."""
-    return {field for text in sources for field in READS.findall(text)} - sent
+    return reads(sources) - sent
 
 
 def unread_fields(sources, sent):
     """The fields of `sent` no source reads: sent for nothing."""
-    return sent - {"cmd"} - {field for text in sources for field in READS.findall(text)}
+    return sent - reads(sources)
 
 
 def closure(modules):
-    """The source of `modules` and of every worker module they import, transitively."""
-    seen, todo = set(), [m.__name__.rsplit(".", 1)[1] for m in modules]
+    """The source of `modules` and of every module of their package they import, transitively."""
+    seen, todo = set(), [Path(m.__file__) for m in modules]
     while todo:
-        name = todo.pop()
-        path = WORKER / f"{name}.py"
-        if name in seen or not path.exists():
+        path = todo.pop()
+        if path in seen or not path.exists():
             continue
-        seen.add(name)
+        seen.add(path)
         for module, names in IMPORTS.findall(path.read_text()):
-            todo += [module] if module else [n.strip() for n in names.split(",")]
-    return [(WORKER / f"{name}.py").read_text() for name in sorted(seen)]
+            for name in [module] if module else [n.strip() for n in names.split(",")]:
+                todo += [path.parent / f"{name}.py", path.parent / name / "__init__.py"]
+    return [path.read_text() for path in sorted(seen)]
 
 
 def unwritten_replies(entries, roles):
@@ -90,25 +92,165 @@ def unwritten_replies(entries, roles):
     for entry in entries:
         handlers = [modules for role, modules in roles.items() if entry["cmd"] in role.commands(None)]
         written = {key for modules in handlers for text in closure(modules) for key in WRITES.findall(text)}
-        missing |= {(entry["cmd"], field) for field in entry["reply"] if field not in written}
+        missing |= {(entry["cmd"], field["name"]) for field in entry["reply"] if field["name"] not in written}
     return missing
 
 
+def mismatches(annotation, ty, types):
+    """How the Python annotation `annotation` differs from the schema's type `ty` (empty when it
+    does not): the scalars as `SCALARS`, `list<T>` as list[T], `map<T>` as dict[str, T],
+    `optional<T>` as Optional[T], an enum as a Literal of its values, a union as the TypedDict of
+    its tag and every shape's fields."""
+    inner = re.fullmatch(r"(list|map|optional)<(.+)>", ty)
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if inner and inner[1] == "optional":
+        if origin is not typing.Union or type(None) not in args or len(args) != 2:
+            return [f"{annotation} is not Optional ({ty})"]
+        return mismatches(next(a for a in args if a is not type(None)), inner[2], types)
+    if inner and inner[1] == "list":
+        return mismatches(args[0], inner[2], types) if origin is list else [f"{annotation} is not a list ({ty})"]
+    if inner and inner[1] == "map":
+        if origin is not dict or args[0] is not str:
+            return [f"{annotation} is not a dict with str keys ({ty})"]
+        return mismatches(args[1], inner[2], types)
+    if ty in SCALARS:
+        return [] if annotation is SCALARS[ty] else [f"{annotation} is not {ty}"]
+    definition = types[ty]
+    if definition["kind"] == "enum":
+        literal = origin is typing.Literal and list(args) == definition["values"]
+        return [] if literal else [f"{annotation} is not Literal{definition['values']} ({ty})"]
+    if definition["kind"] == "union":
+        return union_mismatches(annotation, ty, definition, types)
+    if not typing.is_typeddict(annotation) or annotation.__name__ != ty:
+        return [f"{annotation} is not the TypedDict {ty}"]
+    return reply_mismatches(annotation, definition["fields"], types)
+
+
+def union_mismatches(cls, name, definition, types):
+    """A union as one TypedDict: its tag a Literal of the shapes' tags, every shape's field a key
+    of the same type."""
+    if not typing.is_typeddict(cls):
+        return [f"{cls} is not a TypedDict ({name})"]
+    hints = typing.get_type_hints(cls)
+    tags = [variant["tag"] for variant in definition["variants"]]
+    found = mismatches(hints.pop(definition["tag"], None), "tag", {"tag": {"kind": "enum", "values": tags}})
+    shape_fields = {field["name"]: field["type"] for variant in definition["variants"] for field in variant["fields"]}
+    if set(hints) != set(shape_fields):
+        found.append(f"{name}: keys {sorted(hints)}, the schema's {sorted(shape_fields)}")
+    for key in set(hints) & set(shape_fields):
+        found += mismatches(hints[key], shape_fields[key], types)
+    return found
+
+
+def reply_mismatches(cls, fields, types):
+    """How the TypedDict `cls` differs from a reply's (or a struct's) `fields`: a key missing,
+    extra or retyped (kbench reads every one with a default)."""
+    hints = typing.get_type_hints(cls)
+    theirs = {field["name"]: field["type"] for field in fields}
+    found = [f"{cls.__name__}: {name} is not in the schema" for name in hints.keys() - theirs.keys()]
+    found += [f"{cls.__name__}: no key {name}" for name in theirs.keys() - hints.keys()]
+    for name in hints.keys() & theirs.keys():
+        found += [f"{cls.__name__}.{name}: {why}" for why in mismatches(hints[name], theirs[name], types)]
+    return found
+
+
+def request_mismatches(cls, fields, types):
+    """How the request class `cls` differs from the schema's `fields`: a field missing, extra or
+    retyped, or one with a default where kbench always sends it (or none where it may not)."""
+    ours = {f.name: f for f in dataclasses.fields(cls)}
+    theirs = {field["name"]: field for field in fields}
+    found = [f"{cls.__name__}: {name} is not in the schema" for name in ours.keys() - theirs.keys()]
+    found += [f"{cls.__name__}: no field {name}" for name in theirs.keys() - ours.keys()]
+    hints = typing.get_type_hints(cls)
+    for name in ours.keys() & theirs.keys():
+        found += [f"{cls.__name__}.{name}: {why}" for why in mismatches(hints[name], theirs[name]["type"], types)]
+        has_default = ours[name].default is not dataclasses.MISSING
+        if has_default == theirs[name]["required"]:
+            found.append(f"{cls.__name__}.{name}: required is {theirs[name]['required']}, has a default: {has_default}")
+    return found
+
+
 def test_kbench_and_the_workers_know_the_same_commands():
-    sent = {entry["cmd"] for entry in schema()}
-    assert {"load", "trial", "check", "compile", "warm", "time", "exit"} <= sent, sent
+    sent = {entry["cmd"] for entry in schema()["commands"]}
+    assert {"load", "trial", "check", "check_files", "compile", "warm", "time", "exit"} <= sent, sent
     handled = set().union(*(role.commands(None) for role in ROLES))
     assert sent - {"exit"} == handled, f"sent, no handler: {sent - {'exit'} - handled}; handled, never sent: {handled - sent}"
+    assert set(messages.REQUESTS) == sent
+
+
+def test_every_request_class_has_the_schema_s_fields_and_types():
+    protocol = schema()
+    for entry in protocol["commands"]:
+        cls = messages.REQUESTS[entry["cmd"]]
+        assert request_mismatches(cls, entry["request"], protocol["types"]) == [], entry["cmd"]
+
+
+def test_every_reply_type_has_the_schema_s_fields_and_types():
+    protocol = schema()
+    assert set(messages.REPLIES) == {entry["cmd"] for entry in protocol["commands"]}
+    for entry in protocol["commands"]:
+        cls = messages.REPLIES[entry["cmd"]]
+        assert reply_mismatches(cls, entry["reply"], protocol["types"]) == [], entry["cmd"]
+
+
+def test_a_field_added_dropped_renamed_or_retyped_is_reported():
+    protocol = schema()
+    types = protocol["types"]
+    fields = next(e for e in protocol["commands"] if e["cmd"] == "time_setup")["request"]
+
+    @dataclasses.dataclass
+    class Drifted:
+        seed: str  # retyped
+        mode: messages.TimingMode
+        cpu: typing.Optional[int] = None
+        cycles_per_microsecond: typing.Optional[int] = None  # renamed
+        warmup: int = 0  # added; `arm` dropped
+
+    assert sorted(request_mismatches(Drifted, fields, types)) == [
+        "Drifted.seed: <class 'str'> is not integer",
+        "Drifted: cycles_per_microsecond is not in the schema",
+        "Drifted: no field arm",
+        "Drifted: no field cycles_per_us",
+        "Drifted: warmup is not in the schema",
+    ]
+    assert mismatches(typing.Optional[typing.Literal["compile"]], "optional<TimingArm>", types) != []
+    assert mismatches(list[float], "list<optional<number>>", types) != []
+
+    class Check(typing.TypedDict, total=False):  # a reply's nested struct, one key retyped
+        name: str
+        outcome: messages.Outcome
+        evidence: str
+        seconds: float
+        runs: float
+
+    assert mismatches(list[Check], "list<Check>", types) == ["Check.runs: <class 'float'> is not integer"]
+
+
+def test_the_error_kinds_and_the_version_agree():
+    protocol = schema()
+    assert sorted(typing.get_args(messages.ErrorKind)) == protocol["error_kinds"]
+    assert kbench_worker.PROTOCOL_VERSION == protocol["version"]
+
+
+def test_decode_reads_a_request_into_its_class():
+    req = messages.decode({"v": 1, "nonce": "ab", "cmd": "time", "n": 4, "arm": "control"})
+    assert req == messages.Time(n=4, arm="control") and req.cmd == "time"
+    try:
+        messages.decode({"cmd": "perturb"})
+    except TypeError as exc:
+        assert "seed" in str(exc)
+    else:
+        raise AssertionError("a request without its required field decoded")
 
 
 def test_handlers_read_only_fields_kbench_sends():
     fields = sent_fields(schema())
     for role, modules in ROLES.items():
-        sent = set().union(*(fields[cmd] for cmd in role.commands(None))) | UNSENT.get(role, set())
+        sent = set().union(*(fields[cmd] for cmd in role.commands(None)))
         assert not unsent_reads([source(m) for m in modules], sent), role.__name__
-    readers = {path.stem for path in WORKER.glob("*.py") if READS.search(path.read_text())}
-    covered = {m.__name__.rsplit(".", 1)[1] for modules in ROLES.values() for m in modules}
-    assert readers - {"protocol"} <= covered, f"requests read outside the roles' modules: {readers - covered}"
+    readers = {path for path in WORKER.rglob("*.py") if READS.search(path.read_text())}
+    covered = {Path(m.__file__) for modules in ROLES.values() for m in modules}
+    assert readers <= covered, f"requests read outside the roles' modules: {readers - covered}"
 
 
 def test_every_field_kbench_sends_is_read():
@@ -125,20 +267,21 @@ def test_a_field_kbench_does_not_send_is_reported():
     fields = sent_fields(schema())
     sent = fields["time_setup"] | fields["time"]
     assert unsent_reads([source(timing)], sent) == set()
-    assert unsent_reads([source(timing) + '\nx = req.get("warmup_ms", 1)\n'], sent) == {"warmup_ms"}
-    assert unsent_reads(['arm = req["arm"]'], fields["load"]) == {"arm"}
+    assert unsent_reads([source(timing) + "\nx = req.warmup_ms\n"], sent) == {"warmup_ms"}
+    assert unsent_reads(["arm = req.arm"], fields["load"]) == {"arm"}
 
 
 def test_the_workers_write_every_reply_field_kbench_reads():
-    assert not unwritten_replies(schema(), ROLES)
+    commands = schema()["commands"]
+    assert not unwritten_replies(commands, ROLES)
     # A field no worker writes, and one only another role's code writes (the reference's check
     # reply fields asked of the candidate's `trial`), are both reported.
-    made_up = [{"cmd": "time", "request": [], "reply": ["samples_ms", "jitter_ms"]}]
+    made_up = [{"cmd": "time", "request": [], "reply": [{"name": "samples_ms"}, {"name": "jitter_ms"}]}]
     assert unwritten_replies(made_up, ROLES) == {("time", "jitter_ms")}
-    check = next(e for e in schema() if e["cmd"] == "check" and "ipc" in e["request"])
+    check = next(e for e in commands if e["cmd"] == "check")
     borrowed = [{"cmd": "trial", "request": [], "reply": check["reply"]}]
     assert unwritten_replies(borrowed, {candidate: ROLES[candidate]}) == {
-        ("trial", field) for field in check["reply"] if field != "checks"
+        ("trial", field["name"]) for field in check["reply"] if field["name"] != "checks"
     }
 
 
@@ -161,18 +304,19 @@ def test_serve_answers_from_the_table_until_exit_or_a_fatal_error():
     def boom(req):
         raise ValueError("no")
 
-    table = {"ok": lambda req: {"x": 1}, "boom": boom, "fatal": boom}
-    failure = lambda cmd, exc: error(cmd, str(exc), fatal=cmd == "fatal")  # noqa: E731
-    channel = FakeChannel("ok", "nope", "boom", "exit", "ok")
+    table = {"ping": lambda req: {"x": 1}, "probe": boom, "ceilings": boom, "perturb": lambda req: {"seed": req.seed}}
+    failure = lambda cmd, exc: error(cmd, str(exc), fatal=cmd == "ceilings")  # noqa: E731
+    channel = FakeChannel("ping", "nope", "probe", "perturb", "exit", "ping")
     serve(channel, table, failure)
-    assert [r["ok"] for r in channel.replies] == [True, False, False]
+    assert [r["ok"] for r in channel.replies] == [True, False, False, False]
     assert channel.replies[0]["x"] == 1
     assert channel.replies[1]["error"]["kind"] == "protocol"
     assert channel.replies[2]["error"]["message"] == "no"
-    assert channel.pending == [{"cmd": "ok"}], "exit ends the worker"
-    channel = FakeChannel("fatal", "ok")
+    assert "seed" in channel.replies[3]["error"]["message"], "a request that does not fit its class fails"
+    assert channel.pending == [{"cmd": "ping"}], "exit ends the worker"
+    channel = FakeChannel("ceilings", "ping")
     serve(channel, table, failure)
-    assert len(channel.replies) == 1 and channel.pending == [{"cmd": "ok"}], "a fatal error ends it"
+    assert len(channel.replies) == 1 and channel.pending == [{"cmd": "ping"}], "a fatal error ends it"
 
 
 def test_worker_profile_is_written_after_each_request(tmp_path, monkeypatch):
@@ -190,13 +334,13 @@ def test_worker_profile_is_written_after_each_request(tmp_path, monkeypatch):
 
     class Channel:
         def requests(self):
-            yield {"cmd": "busy"}
+            yield {"cmd": "ping"}
             yield {"cmd": "exit"}
 
         def reply(self, body):
             seen.append((body, sorted(p.name for p in tmp_path.glob("*.prof"))))
 
-    protocol.serve(Channel(), {"busy": busy}, failure=None)
+    protocol.serve(Channel(), {"ping": busy}, failure=None)
     (body, files), = seen
     assert body == {"ok": True, "n": 49_995_000} and len(files) == 1, seen
     functions = {name for _, _, name in pstats.Stats(str(tmp_path / files[0])).stats}
@@ -222,14 +366,14 @@ def test_worker_profile_tables_each_request_handler_once(tmp_path, monkeypatch):
 
     class Channel:
         def requests(self):
-            yield {"cmd": "busy"}
-            yield {"cmd": "busy"}
+            yield {"cmd": "ping"}
+            yield {"cmd": "ping"}
             yield {"cmd": "exit"}
 
         def reply(self, body):
             pass
 
-    protocol.serve(Channel(), {"busy": handlers.busy}, failure=None)
+    protocol.serve(Channel(), {"ping": handlers.busy}, failure=None)
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "worker_profile.py"
     spec = importlib.util.spec_from_file_location("worker_profile", script)
     worker_profile = importlib.util.module_from_spec(spec)

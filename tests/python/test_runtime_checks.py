@@ -18,6 +18,7 @@ import torch
 from kbench_worker import checks, harness, outputs, precision, profile, runtime
 from kbench_worker.candidate import Candidate
 from kbench_worker.harness import OutputCheckError, OutputTypeError, TamperError
+from kbench_worker.messages import CheckOutputs, Load, Perturb, State, Time, TimeSetup, Trial
 from kbench_worker.reference import Reference, compare
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,14 +71,12 @@ def submission(body, imports="import torch\nimport torch.nn as nn\n"):
 
 def make_candidate(tmp_path, body, task=RELU, scale="small", atol=1e-2, rtol=1e-2):
     sub = write(tmp_path, "sub.py", submission(body))
-    req = {"device": "cpu", "precision": "fp32", "atol": atol, "rtol": rtol, "task": str(task), "submission": str(sub)}
-    if scale:
-        req["scale"] = scale
+    req = Load(device="cpu", precision="fp32", atol=atol, rtol=rtol, task=str(task), set={}, submission=str(sub), scale=scale or None)
     return Candidate(req)
 
 
 def trial(cand, tmp_path, seed=7, deep=False, variant=None):
-    req = {"seed": seed, "forward_seed": 11, "out": str(tmp_path / "out.pt"), "transport": "file", "deep": deep, "variant": variant}
+    req = Trial(seed=seed, forward_seed=11, out=str(tmp_path / "out.pt"), transport="file", deep=deep, variant=variant)
     return cand.trial(req), req
 
 
@@ -214,8 +213,9 @@ def test_fp64_ratio_needs_a_float64_reference():
 def _check(tmp_path, task, body, deep=True, atol=0.5, rtol=0.5):
     cand = make_candidate(tmp_path, body, task=task, scale=None, atol=atol, rtol=rtol)
     ran, req = trial(cand, tmp_path, deep=deep)
-    ref = Reference({"device": "cpu", "precision": "fp32", "atol": atol, "rtol": rtol, "task": str(task)})
-    return ran, ref.check({**req, "candidate_out": req["out"], "ipc": None})
+    ref = Reference(Load(device="cpu", precision="fp32", atol=atol, rtol=rtol, task=str(task), set={}))
+    check = CheckOutputs(seed=req.seed, forward_seed=req.forward_seed, variant=req.variant, deep=req.deep, candidate_out=req.out)
+    return ran, ref.check(check)
 
 
 def test_reference_fails_a_bf16_matmul_on_fp64_ratio(tmp_path):
@@ -553,9 +553,9 @@ def test_tf32_switched_on_while_timed_is_seen_by_the_state_checks(tmp_path):
 
     session = Session(channel=None)
     session.candidate = make_candidate(tmp_path, body)
-    session.time({"cmd": "time_setup", "mode": "offline", "seed": 3, "cycles_per_us": 1980})
-    assert "checks" not in session.time({"cmd": "time", "n": 2})
-    assert names(session.state({"cmd": "state", "seed": 7, "forward_seed": 8})["checks"])["precision.tf32_flags"] == "warn"
+    session.time(TimeSetup(mode="offline", seed=3, cycles_per_us=1980))
+    assert "checks" not in session.time(Time(n=2))
+    assert names(session.state(State(seed=7, forward_seed=8))["checks"])["precision.tf32_flags"] == "warn"
     assert runtime._tf32_on() == []
 
 
@@ -582,10 +582,10 @@ def test_a_static_output_handed_out_once_warm_is_caught_after_timing(tmp_path):
     session.candidate = make_candidate(tmp_path, body)
     reply, _ = trial(session.candidate, tmp_path, deep=True)
     assert names(reply["checks"])["outputs.independence"] == "pass"
-    session.time({"cmd": "time_setup", "mode": "offline", "seed": 3, "cycles_per_us": 1980})
-    session.time({"cmd": "time", "n": 2})
+    session.time(TimeSetup(mode="offline", seed=3, cycles_per_us=1980))
+    session.time(Time(n=2))
     with pytest.raises(harness.OutputCheckError, match="outputs.independence: forward returns the same output storage"):
-        session.state({"cmd": "state", "seed": 7, "forward_seed": 8})
+        session.state(State(seed=7, forward_seed=8))
 
 
 # -- profile.library_share: which kernels are the submission's ---------------------------------
@@ -732,10 +732,10 @@ def test_the_control_arm_times_the_tasks_reference_in_the_candidates_process(tmp
 
     session = Session(channel=None)
     session.candidate = make_candidate(tmp_path, body, task=task, scale=None)
-    reference = Reference({"device": "cpu", "precision": "fp32", "atol": 1e-2, "rtol": 1e-2, "task": str(task)})
+    reference = Reference(Load(device="cpu", precision="fp32", atol=1e-2, rtol=1e-2, task=str(task), set={}))
     harness.perturb(reference.model, 5)
-    session.perturb({"seed": 5})
-    setup = {"cmd": "time_setup", "arm": "control", "mode": "offline", "seed": 3, "cycles_per_us": 1980}
+    session.perturb(Perturb(seed=5))
+    setup = TimeSetup(arm="control", mode="offline", seed=3, cycles_per_us=1980)
     warm = session.time(setup)
     # The timed requests do the reference worker's work only: the state checks come apart.
     assert warm["calls"] >= 1 and "checks" not in warm
@@ -745,7 +745,7 @@ def test_the_control_arm_times_the_tasks_reference_in_the_candidates_process(tmp
     with torch.no_grad():
         # Built and perturbed as the reference worker's model is.
         assert torch.equal(control(x), reference.model(x))
-    reply = session.time({"cmd": "time", "arm": "control", "n": 3})
+    reply = session.time(Time(arm="control", n=3))
     assert len(reply["samples_ms"]) == 3 and "checks" not in reply
     # The candidate's own arm is untouched and still times ModelNew.
     assert session.candidate.timed is None

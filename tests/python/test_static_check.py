@@ -429,7 +429,7 @@ def test_check_role_over_protocol(tmp_path):
     os.close(resp_w)
     with os.fdopen(req_w, "w") as w, os.fdopen(resp_r) as r:
         w.write(json.dumps({"v": 1, "key": "k"}) + "\n")
-        w.write(json.dumps({"v": 1, "cmd": "check", "files": [str(good), str(bad)]}) + "\n")
+        w.write(json.dumps({"v": 1, "cmd": "check_files", "files": [str(good), str(bad)]}) + "\n")
         w.flush()
         reply = json.loads(r.readline().split(" ", 1)[1])
         w.write(json.dumps({"v": 1, "cmd": "exit"}) + "\n")

@@ -7,6 +7,7 @@ import types
 import torch
 
 from kbench_worker import harness, timing
+from kbench_worker.messages import decode
 
 
 def test_seeds_match_kbench():
@@ -94,8 +95,8 @@ def test_the_compiled_baseline_times_torch_compile_of_the_same_module():
     x = torch.randn(4, 8)
     with torch.no_grad():
         assert torch.allclose(compiled.model(x), eager.model(x))
-    timing.handle(compiled, {"cmd": "time_setup", "mode": "offline", "seed": 5, "cycles_per_us": 1980})
-    reply = timing.handle(compiled, {"cmd": "time", "n": 3})
+    timing.handle(compiled, decode({"cmd": "time_setup", "mode": "offline", "seed": 5, "cycles_per_us": 1980}))
+    reply = timing.handle(compiled, decode({"cmd": "time", "n": 3}))
     assert len(reply["samples_ms"]) == 3
 
 
@@ -186,10 +187,10 @@ def test_the_warm_up_blocker_follows_the_previous_call_not_the_cold_first(monkey
 
 def test_handle_dispatches_both_modes():
     worker = types.SimpleNamespace(model=Recorder(), task=Task, device="cpu", precision="fp32", timed=None)
-    assert "median_ms" in timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "offline", "cycles_per_us": 1980})
-    assert len(timing.handle(worker, {"cmd": "time", "n": 2})["samples_ms"]) == 2
-    assert timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "kernelbench"}) == {}
-    assert len(timing.handle(worker, {"cmd": "time", "n": 4})["samples_ms"]) == 4
+    assert "median_ms" in timing.handle(worker, decode({"cmd": "time_setup", "seed": 3, "mode": "offline", "cycles_per_us": 1980}))
+    assert len(timing.handle(worker, decode({"cmd": "time", "n": 2}))["samples_ms"]) == 2
+    assert timing.handle(worker, decode({"cmd": "time_setup", "seed": 3, "mode": "kernelbench"})) == {}
+    assert len(timing.handle(worker, decode({"cmd": "time", "n": 4}))["samples_ms"]) == 4
 
 
 def test_seeding_the_generators_draws_as_torch_manual_seed_does():
@@ -213,7 +214,7 @@ def test_set_up_moves_only_the_submitting_thread_to_the_timing_cpu():
 
     def set_up():
         worker = types.SimpleNamespace(model=Recorder(), task=Task, device="cpu", precision="fp32", timed=None)
-        timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "kernelbench", "cpu": cpu})
+        timing.handle(worker, decode({"cmd": "time_setup", "seed": 3, "mode": "kernelbench", "cpu": cpu}))
         seen["cpus"] = os.sched_getaffinity(0)
 
     thread = threading.Thread(target=set_up)
@@ -247,10 +248,10 @@ def test_the_server_clock_is_read_from_nvml_by_the_gpus_uuid(monkeypatch):
 
 def test_server_requests_wait_their_gaps_and_report_latency():
     worker = types.SimpleNamespace(model=Recorder(), task=Task, device="cpu", precision="fp32", timed=None)
-    warm = timing.handle(worker, {"cmd": "time_setup", "seed": 3, "mode": "server"})
+    warm = timing.handle(worker, decode({"cmd": "time_setup", "seed": 3, "mode": "server"}))
     assert warm["calls"] == 3 and warm["median_ms"] >= 0
     began = time.perf_counter()
-    reply = timing.handle(worker, {"cmd": "time", "gaps_ms": [20.0, 0.0, 30.0]})
+    reply = timing.handle(worker, decode({"cmd": "time", "gaps_ms": [20.0, 0.0, 30.0]}))
     assert time.perf_counter() - began >= 0.05
     assert len(reply["samples_ms"]) == len(reply["latency_ms"]) == 3
     # No NVML on the CPU: each request's clock reading is absent, not invented.

@@ -68,7 +68,7 @@ mod session {
             panic!("not eval");
         };
         let probe = Probe {
-            facts: json!({"cuda_available": false}),
+            facts: crate::probe::Facts::default(),
         };
         Config::resolve(&args, PathBuf::from("tasks"), "python3".into(), &probe).unwrap()
     }

@@ -12,21 +12,28 @@ import torch
 
 from . import cause, checks, harness, integrity, kernels, outputs, poison, profile, runtime, taskfile, timing, transfer
 from .harness import TamperError
+from .messages import Load, Loaded, Perturb, Perturbed, Profile, Profiled, Shipped, State, Stated, Time, Timed, TimedCheck, TimeSetup, Trial, Warmed
 from .protocol import error, serve
+
+
+def _variant(req):
+    """The input variant of a trial's request; the other requests whose calls the checks repeat
+    (`state`, `profile`) have none."""
+    return req.variant if isinstance(req, Trial) else None
 
 
 class Candidate:
     def __init__(self, req):
-        self.device = req["device"]
-        self.precision = req["precision"]
+        self.device = req.device
+        self.precision = req.precision
         self.cuda = self.device.startswith("cuda")
         # determinism.rerun tells nondeterminism (within tolerance) from wrong results.
-        self.atol, self.rtol = req["atol"], req["rtol"]
+        self.atol, self.rtol = req.atol, req.rtol
         # This submission's build cache (TORCH_EXTENSIONS_DIR, TRITON_CACHE_DIR): the worker was
         # started before kbench knew which submission it would run.
-        os.environ.update(req.get("env", {}))
-        overrides = taskfile.overrides(req["task"], req.get("scale"), req.get("set"))
-        self.task = harness.load_task(req["task"], overrides)
+        os.environ.update(req.env or {})
+        overrides = taskfile.overrides(req.task, req.scale, req.set)
+        self.task = harness.load_task(req.task, overrides)
         # Baselines before the submission runs: threads of torch's own pools, true fp32, the L2 limit.
         runtime.strict_fp32()
         runtime.warm_thread_pools(self.device)
@@ -35,9 +42,9 @@ class Candidate:
         kernels.build_report("before import")
         self.snapshot = integrity.Snapshot()
         kernels.phase = "import"
-        self.module = taskfile.load(req["submission"], overrides, strict=False)
+        self.module = taskfile.load(req.submission, overrides, strict=False)
         kernels.build_report("after import")
-        self.defined = profile.defined_kernels(Path(req["submission"]).read_text())
+        self.defined = profile.defined_kernels(Path(req.submission).read_text())
         cls = getattr(self.module, "ModelNew", None)
         if cls is None:
             raise LookupError("the submission defines no ModelNew")
@@ -58,10 +65,10 @@ class Candidate:
         self.shared = None
         harness.release_memory(self.device)
         log = checks.Log()
-        inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision, req.get("variant"))
+        inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision, req.variant)
         reply = {"input_shapes": harness.shapes(inputs)}
-        out = self.call(inputs, req["forward_seed"], poison.NAN, log)
-        if req.get("deep"):
+        out = self.call(inputs, req.forward_seed, poison.NAN, log)
+        if req.deep:
             self.deep(req, outputs.tensors(out), log, reply)
         harness.release_memory(self.device)  # the poison: the reference worker needs the room
         reply.update(outputs=harness.describe(out), checks=log.entries())
@@ -72,7 +79,7 @@ class Candidate:
         since), for the reference worker: CUDA IPC views kept alive until it has read them, or a
         tensors-only file."""
         tensors = None if inputs is None else tuple(x for x in inputs if isinstance(x, torch.Tensor))
-        if req.get("transport") == "ipc":
+        if req.transport == "ipc":
             try:
                 ipc = {"outputs": transfer.export_cuda(out), "inputs": None if tensors is None else transfer.export_cuda(tensors)}
                 self.shared = (out, inputs)
@@ -80,7 +87,7 @@ class Candidate:
             except TypeError:
                 pass  # not plain CUDA tensors: the file path below checks and reports them
         host_inputs = None if tensors is None else harness.to_host(tensors)
-        torch.save({"outputs": harness.to_host(out), "inputs": host_inputs}, req["out"])
+        torch.save({"outputs": harness.to_host(out), "inputs": host_inputs}, req.out)
         return {}
 
     def call(self, inputs, seed, pattern, log):
@@ -124,23 +131,23 @@ class Candidate:
 
     def independence(self, req, first, log):
         copies = outputs.snapshot(first)
-        other = harness.make_inputs(self.task, req["seed"] + 1, self.device, self.precision, req.get("variant"))
-        second = self.call(other, req["forward_seed"], poison.FINITE, log)
+        other = harness.make_inputs(self.task, req.seed + 1, self.device, self.precision, _variant(req))
+        second = self.call(other, req.forward_seed, poison.FINITE, log)
         return outputs.independence(first, copies, outputs.tensors(second))
 
     def rerun(self, req, first, log):
         # The trial's inputs made again from its seed (a copy held during the first call would
         # double the memory of multi-GB tasks).
-        again_inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision, req.get("variant"))
-        again = self.call(again_inputs, req["forward_seed"], poison.FINITE, log)
+        again_inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision, _variant(req))
+        again = self.call(again_inputs, req.forward_seed, poison.FINITE, log)
         return outputs.rerun(first, outputs.tensors(again), self.atol, self.rtol)
 
     def library_share(self, req, reply):
         # Inputs no earlier call saw, and poisoned memory: otherwise a scavenger finds the
         # independence call's output in freed memory and the profile sees no work at all.
-        inputs = harness.make_inputs(self.task, req["seed"] + 2, self.device, self.precision, req.get("variant"))
+        inputs = harness.make_inputs(self.task, req.seed + 2, self.device, self.precision)
         poison.poison(self.device, poison.NAN)
-        times, busy_ms = profile.kernel_times(lambda: harness.forward(self.model, inputs, req["forward_seed"]))
+        times, busy_ms = profile.kernel_times(lambda: harness.forward(self.model, inputs, req.forward_seed))
         found = reply["profile"] = profile.summarize(times, self.defined, busy_ms)
         return "pass", f"library kernels {found['library_share']:.0%} of {found['total_ms']:.3f} ms GPU time"
 
@@ -159,17 +166,17 @@ class Candidate:
         return log.entries()
 
     def warm_independence(self, req, log):
-        inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision)
-        first = self.call(inputs, req["forward_seed"], poison.NAN, log)
+        inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision)
+        first = self.call(inputs, req.forward_seed, poison.NAN, log)
         return self.independence(req, outputs.tensors(first), log)
 
     def time(self, req):
         """The candidate's arm by default; ``arm: control`` times the task's own reference in
         this process (`Control`)."""
         self.shared = None
-        if req.get("arm") != "control":
+        if req.arm != "control":
             return timing.handle(self, req)
-        if req["cmd"] == "time_setup":
+        if req.cmd == "time_setup":
             self.control = Control(self)
         return timing.handle(self.control, req)
 
@@ -232,40 +239,40 @@ class Session:
         self.channel = channel
         self.candidate = None
 
-    def load(self, req):
+    def load(self, req: Load) -> Loaded:
         self.candidate = Candidate(req)
         harness.release_memory(self.candidate.device)
         verify(self.candidate)
         return {**self.candidate.kernel_report(), "startup_s": self.channel.startup_s, "checks": self.candidate.checks.entries()}
 
-    def trial(self, req):
+    def trial(self, req: Trial) -> Shipped:
         reply = self.candidate.trial(req)
         verify(self.candidate)
         # Extensions built on the first call show up here, not at load.
         return {**reply, "compiled": kernels.compiled()}
 
-    def perturb(self, req):
-        self.candidate.perturbed = req["seed"]
-        return {"shapes": harness.perturb(self.candidate.model, req["seed"])}
+    def perturb(self, req: Perturb) -> Perturbed:
+        self.candidate.perturbed = req.seed
+        return {"shapes": harness.perturb(self.candidate.model, req.seed)}
 
-    def time(self, req):
+    def time(self, req: TimeSetup | Time) -> Warmed | Timed:
         # Nothing beyond the reference's work: `timing.wall_envelope` compares both workers'
         # timing requests by kbench's clock (the state checks, which `state` runs after timing,
         # added ~0.75 ms a request on an H100 when they ran here).
         return self.candidate.time(req)
 
-    def state(self, req):
+    def state(self, req: State) -> Stated:
         """The checks once timing is done, outside every timed request."""
         reply = {"checks": self.candidate.after_timing(req)}
         verify(self.candidate)
         return reply
 
-    def timed_check(self, req):
+    def timed_check(self, req: TimedCheck) -> Shipped:
         reply = self.candidate.timed_check(req)
         verify(self.candidate)
         return reply
 
-    def profile(self, req):
+    def profile(self, req: Profile) -> Profiled:
         reply = self.candidate.profile(req)
         verify(self.candidate)
         return reply

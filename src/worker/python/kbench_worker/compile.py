@@ -32,6 +32,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from . import cause, harness, kernels, taskfile
+from .messages import Built, Compile, Warm
 from .protocol import error, serve
 
 # Seconds the warm-up may run outside extension builds (a hang in forward must not hold a
@@ -95,7 +96,7 @@ def _gpu_present(req):
     to build in the GPU slot instead, 35-75 s each), the second at a BatchNorm's counter."""
     mode = fake_tensor.FakeTensorMode
     originals = torch.cuda.is_available, fake_tensor.init_gpu_context, mode.avoid_device_init
-    if req["device"].startswith("cuda"):
+    if req.device.startswith("cuda"):
         torch.cuda.is_available = lambda: True
         fake_tensor.init_gpu_context = lambda device: None
         mode.avoid_device_init = property(lambda self: True)
@@ -118,7 +119,7 @@ def compile_file(req):
     _guard_extensions()
     try:
         with _gpu_present(req):
-            module = taskfile.load(req["submission"], taskfile.overrides(req["task"], req.get("scale"), req.get("set")), strict=False)
+            module = taskfile.load(req.submission, taskfile.overrides(req.task, req.scale, req.set), strict=False)
     except SyntaxError as exc:
         return None, {"ok": False, "error": error("syntax", f"syntax error: {exc.msg} (line {exc.lineno})", exc)}
     except BaseException as exc:  # noqa: BLE001 - any failure of submission code is a result
@@ -134,8 +135,8 @@ def warm(module, req):
     """Construct ModelNew and call it once on fake tensors; `reached` says how far it got:
     "import" (the constructor raised), "construct" (the call raised before any kernel) or
     "forward" (the call ended, reached an extension function, or ran WARM_IDLE_S)."""
-    task = harness.load_task(req["task"], taskfile.overrides(req["task"], req.get("scale"), req.get("set")))
-    device, precision = req["device"], req["precision"]
+    task = harness.load_task(req.task, taskfile.overrides(req.task, req.scale, req.set))
+    device, precision = req.device, req.precision
     reached, note = "import", ""
     global _warming
     _warming = True
@@ -177,13 +178,13 @@ class Session:
     def __init__(self):
         self.module = None
 
-    def compile(self, req):
+    def compile(self, req: Compile) -> Built:
         if self.module is not None:
             return {"ok": False, "error": error("protocol", "compile: this worker compiled a submission already")}
         self.module, reply = compile_file(req)
         return reply
 
-    def warm(self, req):
+    def warm(self, req: Warm) -> Built:
         if self.module is None:
             return {"ok": False, "error": error("protocol", "warm: no submission compiled")}
         return warm(self.module, req)

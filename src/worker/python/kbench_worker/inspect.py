@@ -521,7 +521,7 @@ def inspect_task(path, atol=ATOL, rtol=RTOL):
 
 def commands(channel):
     """The task inspector's table: command -> handler."""
-    return {"inspect": lambda req: {"facts": inspect_task(req["task"], req.get("atol", ATOL), req.get("rtol", RTOL))}}
+    return {"inspect": lambda req: {"facts": inspect_task(req.task)}}
 
 
 def failure(cmd, exc):

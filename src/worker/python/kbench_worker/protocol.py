@@ -13,6 +13,7 @@ import os
 import traceback
 
 from . import PROTOCOL_VERSION
+from .messages import ErrorKind, Exit, decode
 
 
 class Channel:
@@ -45,21 +46,22 @@ class Channel:
 
 def serve(channel, commands, failure):
     """Answer kbench's requests from one role's table (``commands``: command -> handler taking
-    the request and returning the reply's body) until ``exit``. A handler that raises is answered
+    the request, read into its command's class in `messages`, and returning the reply's body)
+    until ``exit``. A handler that raises (or a request that does not fit its class) is answered
     with ``failure(cmd, exc)``, an error record; a fatal one ends the worker."""
     profiled = _profiler()
     if profiled is not None:
         commands = {cmd: profiled(handler) for cmd, handler in commands.items()}
-    for req in channel.requests():
-        cmd = req.get("cmd")
-        if cmd == "exit":
+    for msg in channel.requests():
+        cmd = msg.get("cmd")
+        if cmd == Exit.cmd:
             return
         handler = commands.get(cmd)
         if handler is None:
             channel.reply({"ok": False, "error": error("protocol", f"unknown command {cmd}")})
             continue
         try:
-            channel.reply({"ok": True, **handler(req)})
+            channel.reply({"ok": True, **handler(decode(msg))})
         except BaseException as exc:  # noqa: BLE001 - the role's failure() decides what it is
             traceback.print_exc()
             record = failure(cmd, exc)
@@ -100,7 +102,7 @@ def sign(key, line):
     return hmac.new(key, line.encode(), hashlib.sha256).hexdigest()
 
 
-def error(kind, message, exc=None, fatal=False):
+def error(kind: ErrorKind, message, exc=None, fatal=False):
     """An error record; ``fatal`` tells kbench never to reuse this worker (a CUDA error poisons it)."""
     record = {"kind": kind, "message": message, "fatal": fatal}
     if exc is not None:

@@ -13,8 +13,8 @@ import time
 import torch
 
 from . import checks, harness, precision, profile, runtime, taskfile, timing, transfer
+from .messages import Checked, CheckOutputs, Load, Loaded, Perturb, Perturbed, Profile, Profiled, Time, Timed, TimeSetup, Warmed
 from .protocol import error, serve
-
 
 # Elements per comparison step: bounds the temporaries of a comparison on multi-GB outputs.
 CHUNK = 1 << 26
@@ -128,12 +128,12 @@ class TransferError(RuntimeError):
 
 class Reference:
     def __init__(self, req):
-        self.device = req["device"]
-        self.precision = req["precision"]
-        self.atol = req["atol"]
-        self.rtol = req["rtol"]
+        self.device = req.device
+        self.precision = req.precision
+        self.atol = req.atol
+        self.rtol = req.rtol
         runtime.strict_fp32()
-        self.task = harness.load_task(req["task"], taskfile.overrides(req["task"], req.get("scale"), req.get("set")))
+        self.task = harness.load_task(req.task, taskfile.overrides(req.task, req.scale, req.set))
         self.model = harness.build(self.task.Model, harness.init_inputs(self.task), self.device, self.precision)
         self.timed = None
         self.compiled = None
@@ -142,20 +142,20 @@ class Reference:
         """The time the GPU was busy during one profiled call (after timing: profiling leaves
         state in the process), for the host-speed allowance of a forward that synchronizes
         with the host inside."""
-        inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision)
-        return profile.kernel_times(lambda: harness.forward(self.model, inputs, req["forward_seed"]))[1]
+        inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision)
+        return profile.kernel_times(lambda: harness.forward(self.model, inputs, req.forward_seed))[1]
 
     def receive(self, req):
         """The candidate's outputs and post-call inputs: IPC views of its memory, or a file."""
-        if req.get("ipc") is not None:
+        if req.ipc is not None:
             try:
                 # A timed call's output comes without its inputs (their buffers were reused since).
-                inputs = req["ipc"]["inputs"]
-                return transfer.import_cuda(req["ipc"]["outputs"]), None if inputs is None else transfer.import_cuda(inputs)
+                inputs = req.ipc["inputs"]
+                return transfer.import_cuda(req.ipc["outputs"]), None if inputs is None else transfer.import_cuda(inputs)
             except Exception as exc:  # noqa: BLE001 - kbench retries the trial through a file
                 raise TransferError(f"CUDA IPC import failed: {type(exc).__name__}: {exc}") from exc
         try:
-            sent = torch.load(req["candidate_out"], map_location="cpu", weights_only=True)
+            sent = torch.load(req.candidate_out, map_location="cpu", weights_only=True)
             return sent["outputs"], sent["inputs"]
         except Exception as exc:  # noqa: BLE001 - the candidate wrote this file
             raise harness.OutputTypeError(f"the candidate's outputs could not be read: {exc}") from exc
@@ -163,22 +163,22 @@ class Reference:
     def check(self, req):
         harness.release_memory(self.device)
         log = checks.Log()
-        inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision, req.get("variant"))
+        inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision, req.variant)
         cand, cand_inputs = self.receive(req)
         # Inputs first, while the reference's own are pristine (its forward may work in place).
         changed = self.inputs_integrity(inputs, cand_inputs, log) if cand_inputs is not None else []
         del cand_inputs
-        ref = harness.forward(self.model, inputs, req["forward_seed"])
+        ref = harness.forward(self.model, inputs, req.forward_seed)
         del inputs
         result = compare(ref, cand, self.atol, self.rtol, log)
         if result["correct"] and changed:
             result.update(correct=False, reason=f"forward modified its input(s) {changed}")
-        shifted = (req.get("variant") or {}).get("kind") == "shifted"
-        if result["correct"] and req.get("deep") and self.precision == "fp32":
+        shifted = (req.variant or {}).get("kind") == "shifted"
+        if result["correct"] and req.deep and self.precision == "fp32":
             self.fp64_error_ratio(req, ref, cand, result, log)
         elif shifted and "max_abs_diff" in result and not changed and self.precision == "fp32":
             self.judge_shift(req, ref, cand, result, log)
-        elif req.get("deep") and "output" in result and not changed and self.precision == "fp32":
+        elif req.deep and "output" in result and not changed and self.precision == "fp32":
             self.explain_miss(req, ref, cand, result)
         del ref, cand
         # Give the cache back now: the candidate's next call needs the room (a 16 GB task ran
@@ -244,9 +244,9 @@ class Reference:
         """The reference's outputs in float64: a float64 copy of the model (freed on return) on
         the trial's inputs cast to float64, with the same forward seed."""
         model = copy.deepcopy(self.model).double()
-        inputs = harness.make_inputs(self.task, req["seed"], self.device, self.precision, req.get("variant"))
+        inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision, req.variant)
         inputs = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
-        out = harness.forward(model, inputs, req["forward_seed"])
+        out = harness.forward(model, inputs, req.forward_seed)
         return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
@@ -276,28 +276,28 @@ class Session:
         self.channel = channel
         self.reference = None
 
-    def load(self, req):
+    def load(self, req: Load) -> Loaded:
         self.reference = Reference(req)
         # The task's integer constants, as loaded: kbench picks a shape perturbation from them.
         constants = {k: v for k, v in vars(self.reference.task).items() if type(v) is int and not k.startswith("_")}
         return {"startup_s": self.channel.startup_s, "constants": constants}
 
-    def check(self, req):
+    def check(self, req: CheckOutputs) -> Checked:
         return self.reference.check(req)
 
-    def perturb(self, req):
-        return {"shapes": harness.perturb(self.reference.model, req["seed"])}
+    def perturb(self, req: Perturb) -> Perturbed:
+        return {"shapes": harness.perturb(self.reference.model, req.seed)}
 
-    def time(self, req):
+    def time(self, req: TimeSetup | Time) -> Warmed | Timed:
         """Arm A (eager) by default; ``arm: compile`` times torch.compile of the same model."""
-        if req.get("arm") != "compile":
+        if req.arm != "compile":
             return timing.handle(self.reference, req)
-        if req["cmd"] == "time_setup":
-            self.reference.compiled = Compiled(self.reference, req["seed"])
+        if req.cmd == "time_setup":
+            self.reference.compiled = Compiled(self.reference, req.seed)
         reply = timing.handle(self.reference.compiled, req)
         return {**reply, "compile_s": self.reference.compiled.compile_s}
 
-    def profile(self, req):
+    def profile(self, req: Profile) -> Profiled:
         return {"busy_ms": self.reference.busy_ms(req)}
 
 

@@ -363,26 +363,31 @@ class ServerModel:
         return {"samples_ms": device, "latency_ms": latency, "sm_mhz": clocks}
 
 
+def _or(value, default):
+    """A field kbench may leave out of a `time` request, else its default."""
+    return default if value is None else value
+
+
 def handle(worker, req):
     """The timing commands, for either worker (`worker` has model, task, device, precision and a
     `timed` slot): `time_setup` (build and warm up, in the request's mode), `time` (a block of
     samples, or of server requests after the gaps it names). At set-up the calling thread, which
     submits every timed call, moves to the CPU kbench set aside for this GPU's timing, the same
     for both workers (cpus.rs)."""
-    if req["cmd"] == "time_setup":
+    if req.cmd == "time_setup":
         worker.timed = None
-        if req.get("cpu") is not None:
-            os.sched_setaffinity(0, {req["cpu"]})
-        if req["mode"] == "kernelbench":
-            worker.timed = KernelBenchModel(worker.model, worker.task, req["seed"], worker.device, worker.precision)
+        if req.cpu is not None:
+            os.sched_setaffinity(0, {req.cpu})
+        if req.mode == "kernelbench":
+            worker.timed = KernelBenchModel(worker.model, worker.task, req.seed, worker.device, worker.precision)
             return {}
-        if req["mode"] == "server":
-            worker.timed = ServerModel(worker.model, worker.task, req["seed"], worker.device, worker.precision)
+        if req.mode == "server":
+            worker.timed = ServerModel(worker.model, worker.task, req.seed, worker.device, worker.precision)
             return worker.timed.warm
-        worker.timed = TimedModel(worker.model, worker.task, req["seed"], worker.device, worker.precision)
-        return worker.timed.warmup(req["cycles_per_us"])
+        worker.timed = TimedModel(worker.model, worker.task, req.seed, worker.device, worker.precision)
+        return worker.timed.warmup(req.cycles_per_us)
     if isinstance(worker.timed, KernelBenchModel):
-        return worker.timed.samples(req["n"])
+        return worker.timed.samples(req.n)
     if isinstance(worker.timed, ServerModel):
-        return worker.timed.requests(req["gaps_ms"])
-    return worker.timed.samples(req["n"], req.get("blocker_cycles", 0), req.get("audits", 0), req.get("burst", 1))
+        return worker.timed.requests(req.gaps_ms)
+    return worker.timed.samples(req.n, _or(req.blocker_cycles, 0), _or(req.audits, 0), _or(req.burst, 1))
