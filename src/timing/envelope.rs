@@ -52,7 +52,7 @@ pub(super) fn charged(taken: &Taken, charge_ms: f64) -> Arm {
 /// more per sample than its reference. The candidate's state checks once ran in each of its
 /// timing requests: 0.75 ms more per request than the reference's on an H100 (four identity
 /// runs), which charged an honest level1/21 to 0.91; they are asked for after timing (`State`,
-/// in evaluate.rs). Here:
+/// in pipeline/evidence.rs). Here:
 /// each arm's median wall time per sample beyond its reported time, and how much more the
 /// candidate's may be; what it exceeds that by is charged to its samples (`charged`).
 pub(super) struct Envelope {

@@ -11,7 +11,7 @@ from kbench_worker.messages import decode
 
 
 def test_seeds_match_kbench():
-    # evaluate.rs asserts the same value for derive_seed(42, 3).
+    # pipeline/tests.rs asserts the same value for derive_seed(42, 3).
     assert timing.derive_seed(42, 3) == 542_934_981_142_619
     assert timing.derive_seed(42, 3) != timing.derive_seed(42, 4)
     assert all(timing.derive_seed(7, k) < 1 << 53 for k in range(100))

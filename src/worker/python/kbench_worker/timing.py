@@ -26,7 +26,7 @@ check (`timing.timed_output_check`), the reference's only does the same work, so
 wall time holds more (`timing.wall_envelope`).
 
 Input seeds: sample k uses seed ``derive_seed(base, k)`` and forward seed
-``derive_seed(seed, 0)``; kbench computes the same values (evaluate.rs) to check a kept output
+``derive_seed(seed, 0)``; kbench computes the same values (pipeline/mod.rs) to check a kept output
 without trusting the candidate's word on which inputs it used.
 
 On the CPU a sample is perf_counter around the call, with the same fresh inputs.
@@ -56,7 +56,7 @@ WARMUP_BLOCKER_MAX_US = 100_000.0
 
 
 def derive_seed(base, stream):
-    """kbench's seed derivation (evaluate.rs `derive_seed`): the first 8 bytes of SHA-256 over
+    """kbench's seed derivation (pipeline/mod.rs `derive_seed`): the first 8 bytes of SHA-256 over
     two little-endian u64s, as an integer, cut to 53 bits so JSON carries it exactly."""
     digest = hashlib.sha256(base.to_bytes(8, "little") + stream.to_bytes(8, "little")).digest()
     return int.from_bytes(digest[:8], "little") & MASK53
