@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # CI: the Slurm example as shipped, on a single-node Slurm started here (Debian's slurm-wlm and
-# munge, installed when missing; the daemons are stopped on exit). The bundled CPU example runs
-# as two array tasks through benchmarks/shards/slurm-submit.sh; one task is then requeued and
-# resumes its finished shard, and the merge is made again. The merged run must give the same
-# verdicts as an unsharded run with the same seed. Needs root, the project venv and the debug
-# binary that `cargo test` builds (or KBENCH).
+# munge, installed when missing; the daemons are stopped on exit). Requests no node can meet
+# (CPUs, GPUs) are refused at submission. The bundled CPU example runs as two array tasks
+# through benchmarks/shards/slurm-submit.sh; one task is then requeued and another submitted
+# again on its own (--only-shards): each resumes its finished shard and merges again. The
+# merged run must give the same verdicts as an unsharded run with the same seed. Needs root,
+# the project venv and the debug binary that `cargo test` builds (or KBENCH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -67,6 +68,19 @@ echo 8106604497 > "$work/run/seed"
 "$KBENCH" eval benchmarks/example/cpu --seed-file "$work/run/seed" --out "$work/single" "${flags[@]}" \
   > "$work/single.log" 2>&1 || [ $? -eq 1 ] || fail "the unsharded run failed: $(tail -n 5 "$work/single.log")"
 
+# Requests no node can meet are refused at submission, not left pending.
+refused() {
+  local why=$1; shift
+  local o
+  if o=$(bash benchmarks/shards/slurm-submit.sh "$@" benchmarks/example/cpu "$work/refused" 2>&1); then
+    fail "slurm-submit.sh $* was accepted"
+  fi
+  [[ $o == *"$why"* ]] || fail "slurm-submit.sh $*: $o"
+}
+refused "the largest node has" --gpus-per-shard 0 --cpus-per-shard 999
+refused "no node offers GPUs" --gpus-per-shard 1
+[ -z "$(squeue -h)" ] || fail "a refused submission queued a job"
+
 # The example as shipped: two shards on one CPU each, waiting for the run's gate.
 gate=0
 bash benchmarks/shards/slurm-submit.sh --shards 2 --gpus-per-shard 0 --cpus-per-shard 1 --time 00:20:00 \
@@ -85,6 +99,13 @@ for _ in $(seq 300); do [ -z "$(squeue -h -j "$job")" ] && break; sleep 1; done
 [ -z "$(squeue -h -j "$job")" ] || fail "the requeued task did not finish in 300 s"
 grep -q 'starts (restart 1)' "$work/run/shard-1.slurm.log" || fail "shard 1 was not requeued"
 [ "$(stat -c %Y "$work/run/merged/results.json")" -gt "$before" ] || fail "no merge after the requeue"
+# A shard submitted again on its own (as after it failed) keeps the run's shard count and seed.
+before=$(stat -c %Y "$work/run/merged/results.json")
+sleep 1
+bash benchmarks/shards/slurm-submit.sh --shards 2 --gpus-per-shard 0 --cpus-per-shard 1 --time 00:20:00 \
+  --only-shards 0 --wait benchmarks/example/cpu "$work/run" >/dev/null || [ $? -eq 1 ] || fail "--only-shards 0 failed"
+[ "$(grep -c 'shard 0/2: starts' "$work/run/shard-0.slurm.log")" -eq 2 ] || fail "shard 0 did not run again"
+[ "$(stat -c %Y "$work/run/merged/results.json")" -gt "$before" ] || fail "no merge after the rerun"
 "$KBENCH_PYTHON" - "$work/single/results.json" "$work/run/merged/results.json" <<'PY'
 import json, sys
 def verdicts(path):
@@ -94,5 +115,5 @@ def verdicts(path):
 assert a and a == b, (a, b)
 assert merged["config"] == single["config"], "settings differ"
 assert merged.get("shard") is None and merged["command"][1] == "merge"
-print(f"slurm example: the merged run of 2 shards (one requeued) matches the single run: {b}")
+print(f"slurm example: the merged run of 2 shards (one requeued, one resubmitted) matches the single run: {b}")
 PY
