@@ -165,4 +165,4 @@ pub fn summarize(
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

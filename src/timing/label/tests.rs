@@ -4,16 +4,7 @@ use super::*;
 use crate::record::Arm;
 use crate::timing::offline::PROCESS_ROUNDS;
 use crate::timing::summary::summarize;
-
-fn arm(samples_ms: Vec<f64>) -> Arm {
-    let rounds = (0..samples_ms.len() as u32).map(|i| i / 4).collect();
-    Arm {
-        median_ms: stats::median(&samples_ms),
-        samples_ms,
-        rounds,
-        ..Arm::default()
-    }
-}
+use crate::timing::summary::tests::arm;
 
 #[test]
 fn clock_parity_reports_cycles_only_when_clocks_differ() {

@@ -2,7 +2,8 @@
 
 use super::*;
 
-fn arm(samples_ms: Vec<f64>) -> Arm {
+/// An arm of these samples, four to a round (the label's tests use it too).
+pub(in crate::timing) fn arm(samples_ms: Vec<f64>) -> Arm {
     let rounds = (0..samples_ms.len() as u32).map(|i| i / 4).collect();
     Arm {
         median_ms: stats::median(&samples_ms),
