@@ -8,8 +8,9 @@
 #   bash benchmarks/gpu_run.sh identity RESULTS_DIR [kbench eval flags...]
 #                                                     # each task's reference as its own submission
 #   bash benchmarks/gpu_run.sh attacks RESULTS_DIR [flags...]
-#                                                     # the sandbox attacks of tests/fixtures/cpu
-#                                                     # (level1/19_ReLU/cheat_*), here on the GPU
+#                                                     # the sandbox and in-process attacks of
+#                                                     # tests/fixtures/cpu (level1/19_ReLU/cheat_*)
+#                                                     # and their honest control, on the GPU
 #   bash benchmarks/gpu_run.sh cuda-l1 RESULTS_DIR TREE [flags...]
 #                                                     # a `kbench import cuda-l1` tree: its
 #                                                     # submissions against its own references,
@@ -32,9 +33,10 @@ case $what in
   identity) dir=$work/identity-submission; "$python" benchmarks/identity.py "$dir" >/dev/null ;;
   attacks) dir=$work/attacks-submission; rm -rf "$dir"; mkdir -p "$dir/level1/19_ReLU"
     for f in read_parent_memory kill_reference impersonate_reference outlive_run rewrite_worker_code \
-      fake_kernel forge_times_gc forge_reply; do
+      fake_kernel forge_times_gc forge_reply time_global work_after_the_call seed_precompute; do
       cp "tests/fixtures/cpu/level1/19_ReLU/cheat_$f.py" "$dir/level1/19_ReLU/"
-    done ;;
+    done
+    cp tests/fixtures/cpu/level1/19_ReLU/honest_torch.py "$dir/level1/19_ReLU/" ;;
   cuda-l1) tree=$(realpath "$1"); shift; dir=$tree/submissions
     set -- --tasks "$tree/tasks" --published "$tree/published.csv" "$@" ;;
   *) echo "usage: $0 corpus|identity|attacks|cuda-l1 RESULTS_DIR [TREE] [flags]" >&2; exit 2 ;;

@@ -17,8 +17,6 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Mutex;
 use std::time::Instant;
 
-use sha2::{Digest, Sha256};
-
 use crate::config::Config;
 use crate::lanes::Gate;
 use crate::nvml::Nvml;
@@ -29,7 +27,7 @@ use crate::task::{Task, TaskId};
 use crate::taskfacts::TaskFacts;
 use crate::timing::{self, Failed};
 use crate::verdict::Cause;
-use crate::worker::{Link, Spawn, Worker};
+use crate::worker::{derive_seed, Link, Spawn, Worker};
 
 mod annotate;
 mod build;
@@ -119,20 +117,6 @@ const TIMING_STREAM: u64 = 0;
 const PERTURB_STREAM: u64 = u64::MAX;
 const PROFILE_STREAM: u64 = u64::MAX - 1;
 const STATE_STREAM: u64 = u64::MAX - 3;
-
-/// A seed derived from the run's seed for one use (`stream`): the first 8 bytes of SHA-256 over
-/// both as little-endian u64s, cut to 53 bits so JSON carries it exactly. One-way, so knowing
-/// one derived seed (e.g. the forward seed a submission can read from torch) reveals no other.
-/// `kbench_worker/timing.py` derives timed calls' seeds the same way.
-pub fn derive_seed(seed: u64, stream: u64) -> u64 {
-    let mut h = Sha256::new();
-    h.update(seed.to_le_bytes());
-    h.update(stream.to_le_bytes());
-    let digest = h.finalize();
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&digest[..8]);
-    u64::from_le_bytes(first) & ((1 << 53) - 1)
-}
 
 impl<'a> Python<'a> {
     pub fn new(
@@ -308,8 +292,8 @@ impl<S: Spawner> Python<'_, S> {
         self.judge_profiled(task, sub, reference, candidate, kernels, eval)
     }
 
-    /// Timing with the GPU alone (`timing::Session`), the kept outputs of timed calls checked
-    /// over the same handover as the trials.
+    /// Timing with the GPU alone (`timing::Session`). The arms keep their timed outputs as the
+    /// trials handed theirs over: on the GPU by CUDA IPC, else as files in the exchange.
     fn time(
         &self,
         slot: usize,
@@ -317,7 +301,7 @@ impl<S: Spawner> Python<'_, S> {
         checks: &mut Vec<Check>,
     ) -> Result<Timing, Failed> {
         let cfg = self.config;
-        let (transport, exchange) = (&mut *handover.transport, handover.exchange);
+        let kept_files = (*handover.transport == "file").then(|| handover.exchange.seen());
         let mut session = timing::Session {
             config: cfg,
             reference: &mut *handover.reference,
@@ -325,15 +309,8 @@ impl<S: Spawner> Python<'_, S> {
             gpu: self.gpus.get(slot).and_then(Option::as_ref),
             cpu: self.timing_cpus.get(slot).copied(),
             seed_base: derive_seed(cfg.seed, TIMING_STREAM),
+            kept_files,
         };
-        session.run(checks, |reference, candidate, base| {
-            let mut handover = Handover {
-                reference,
-                candidate,
-                transport: &mut *transport,
-                exchange,
-            };
-            self.timed_check(&mut handover, base)
-        })
+        session.run(checks)
     }
 }

@@ -5,9 +5,10 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::record::Check;
+pub use crate::timing::Checked;
 use crate::verdict::BuildFailure;
 use crate::worker::request::{
-    CheckOutputs, Command, Compile, Load, Perturb, Profile, State, TimedCheck, Trial, Warm,
+    CheckOutputs, Command, Compile, Load, Perturb, Profile, State, Trial, Warm,
 };
 
 /// What the compile pool built: whether ModelNew exists, its kernels, how far warming it got.
@@ -57,15 +58,9 @@ pub struct Shipped {
     pub ipc: Option<Value>,
     pub compiled: Option<Vec<String>>,
     pub checks: Vec<Check>,
-    /// The timed call whose output was kept, if any.
-    pub index: Option<u64>,
 }
 
 impl Command for Trial {
-    type Reply = Shipped;
-}
-
-impl Command for TimedCheck {
     type Reply = Shipped;
 }
 
@@ -79,20 +74,6 @@ pub struct Stated {
 
 impl Command for State {
     type Reply = Stated;
-}
-
-/// The reference's comparison.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[cfg_attr(test, derive(schemars::JsonSchema))]
-#[serde(default)]
-pub struct Checked {
-    pub correct: bool,
-    /// The reference's own output is not finite on these inputs.
-    pub uncheckable: bool,
-    pub reason: Option<String>,
-    pub max_abs_diff: Option<f64>,
-    pub max_rel_diff: Option<f64>,
-    pub checks: Vec<Check>,
 }
 
 impl Command for CheckOutputs {

@@ -27,6 +27,11 @@ pub(super) struct Exchange {
 }
 
 impl Exchange {
+    /// The folder, where the workers see it.
+    pub(super) fn seen(&self) -> PathBuf {
+        self.seen.clone()
+    }
+
     /// The file `name` in the folder: where kbench finds it, and where the workers do.
     fn file(&self, name: &str) -> (PathBuf, PathBuf) {
         (self.dir.path().join(name), self.seen.join(name))

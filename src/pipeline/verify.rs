@@ -1,7 +1,7 @@
 //! Correctness before timing: the KernelBench-compatible trials (the first with the deep
-//! checks), parameter perturbation, signed, scaled and shifted inputs, another input shape, and
-//! the check of a timed call's kept output (`timed_check`). Each trial's inputs come from seeds
-//! both workers derive; the reference worker compares. Knows nothing of timing's statistics.
+//! checks), parameter perturbation, signed, scaled and shifted inputs, another input shape. Each
+//! trial's inputs come from seeds both workers derive; the reference worker compares. Knows
+//! nothing of timing.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -14,8 +14,8 @@ use crate::task::Task;
 use crate::taskfacts::TaskFacts;
 use crate::timing::Failed;
 use crate::verdict::{Cause, ReferenceStep};
-use crate::worker::request::{self, CheckOutputs, Perturb, Ping, TimedCheck, Variant};
-use crate::worker::{ErrorKind, Link, Reply};
+use crate::worker::request::{self, CheckOutputs, Perturb, Ping, Variant};
+use crate::worker::{Link, Reply};
 
 use super::load::slot_compiled;
 use super::replies::Shipped;
@@ -306,59 +306,6 @@ impl<S: Spawner> Python<'_, S> {
             max_abs_diff: checked.max_abs_diff,
             max_rel_diff: checked.max_rel_diff,
         })
-    }
-
-    /// `timing.timed_output_check`: the candidate's kept output of its last timed block, checked
-    /// by the reference worker against the inputs kbench derives for that sample itself.
-    pub(super) fn timed_check(
-        &self,
-        handover: &mut Handover<'_, S::Worker>,
-        base: u64,
-    ) -> Result<Check, Failed> {
-        const NAME: &str = "timing.timed_output_check";
-        let started = Instant::now();
-        let mut sample = None;
-        let outcome = handover.exchange(
-            |out, transport| TimedCheck { out, transport },
-            |ran| {
-                // Set on every attempt: a retry after an IPC failure finds nothing kept.
-                sample = ran.index;
-                let seed = derive_seed(base, sample?);
-                Some(CheckOutputs {
-                    seed,
-                    forward_seed: derive_seed(seed, 0),
-                    variant: None,
-                    deep: false,
-                    candidate_out: PathBuf::new(),
-                    ipc: None,
-                })
-            },
-            self.config.timeouts.call,
-            "timed.pt",
-        );
-        let check = |outcome, evidence| Check {
-            name: NAME.into(),
-            outcome,
-            evidence,
-            seconds: started.elapsed().as_secs_f64(),
-            runs: 1,
-        };
-        let Some(k) = sample else {
-            outcome?;
-            return Ok(check(Outcome::Skip, "no output kept".into()));
-        };
-        let differs = |why: &str| Cause::TimedOutputWrong(format!("{NAME}: timed call {k}: {why}"));
-        match outcome.map(|(_, v)| v.unwrap_or_default()) {
-            Ok(v) if v.correct => Ok(check(Outcome::Pass, format!("timed call {k}: correct"))),
-            Ok(v) if v.uncheckable => Ok(check(
-                Outcome::Skip,
-                format!("timed call {k}: the reference's output is not finite"),
-            )),
-            Ok(v) => Err(differs(v.reason.as_deref().unwrap_or("wrong output"))),
-            Err(Cause::Wrong(why)) => Err(differs(&why)),
-            Err(Cause::Raised(e)) if e.kind == ErrorKind::Output => Err(differs(&e.message)),
-            Err(e) => Err(e),
-        }
     }
 }
 

@@ -50,7 +50,7 @@ impl ArmId {
 pub(super) struct Taken {
     pub(super) samples: Vec<f64>,
     pub(super) rounds: Vec<u32>,
-    /// Per block: wall time per sample (seen from here) minus the reported mean sample.
+    /// Per block: wall time per sample (seen from here) minus the reported median sample.
     pub(super) unexplained_ms: Vec<f64>,
     /// Per block: the same less the blocker's length (input refresh, flush, the worker's work).
     pub(super) harness_ms: Vec<f64>,

@@ -17,14 +17,19 @@ const AUDIT_SHARE: f64 = 0.02;
 
 /// Wall time per sample not explained by the reported times may exceed the reference's by at
 /// most max(floor, share x the reference's median, harness share x the reference's own
-/// unexplained time less the blocker). The last is for tasks whose inputs take longer to
-/// refresh than the call takes: refreshing the same 6 GB ran up to 12.5 % slower in one worker
-/// than in the other on an H100 (level1/19-32, four identity runs), which charged honest calls
-/// 9-13 %. The blocker is left out because the candidate sizes it: a forger that sleeps 50 ms
-/// in forward grew it to 100 ms, and with it the allowance, and read 1000x FASTER on an H100.
+/// unexplained time less the blocker and a fixed part). The last is for tasks whose inputs take
+/// longer to refresh than the call takes: refreshing the same 6 GB ran up to 12.5 % slower in
+/// one worker than in the other on an H100 (level1/19-32, four identity runs), which charged
+/// honest calls 9-13 %. The blocker is left out because the candidate sizes it: a forger that
+/// sleeps 50 ms in forward grew it to 100 ms, and with it the allowance, and read 1000x FASTER
+/// on an H100. The fixed part (synchronize, flush, the draw's Python) is left out so that a
+/// short call's allowance is not a share of its harness: with it, an 18 µs call could hide its
+/// work outside its events. Calls under 100 µs are timed in bursts (`offline`), so the floor
+/// is at most a quarter of a sample there too.
 const ENVELOPE_FLOOR_MS: f64 = 0.1;
 const ENVELOPE_SHARE: f64 = 0.25;
 const ENVELOPE_HARNESS_SHARE: f64 = 0.2;
+const ENVELOPE_HARNESS_FIXED_MS: f64 = 0.5;
 /// On the CPU the floor is wider: the candidate worker's own checks per block, and a worker
 /// descheduled on a busy host, add milliseconds per sample when blocks are short (2-3 ms
 /// measured at 8 samples per arm, once 10.7 ms); a forgery below this goes unflagged.
@@ -75,7 +80,10 @@ impl Envelope {
             candidate_ms: median_or_zero(&candidate.unexplained_ms),
             limit_ms: floor
                 .max(ENVELOPE_SHARE * median_or_zero(&reference.samples))
-                .max(ENVELOPE_HARNESS_SHARE * median_or_zero(&reference.harness_ms)),
+                .max(
+                    ENVELOPE_HARNESS_SHARE
+                        * (median_or_zero(&reference.harness_ms) - ENVELOPE_HARNESS_FIXED_MS),
+                ),
         }
     }
 

@@ -14,10 +14,11 @@
 //! Files: `session` (the workers, one request, the dispatch), `arms` (the arms and their
 //! samples), `offline`, `kernelbench`, `server` (the modes), `envelope` (the wall-clock envelope
 //! and the audit), `label` (every change to a label), `replies` (the workers' timing replies),
-//! `summary` (the statistics of one comparison).
+//! `summary` (the statistics of one comparison), `kept` (the check of timed calls' outputs).
 
 mod arms;
 mod envelope;
+mod kept;
 mod kernelbench;
 mod label;
 mod offline;
@@ -27,6 +28,6 @@ mod session;
 mod summary;
 
 pub use label::{allow_host_error, allow_process_effect, host_error};
-pub use replies::{samples_of, Timed, Warmed};
+pub use replies::{samples_of, Checked, Timed, Warmed};
 pub use session::{Failed, Session};
 pub use summary::summarize;

@@ -1,7 +1,7 @@
 //! The offline protocol (docs/design/timing.md 10.2-10.4): warm-up and blocker sizing,
 //! interleaved rounds of blocks (palindromes over the arms, the start rotated), NVML telemetry
 //! after every block (slowdown rounds retaken, power capping tagged), adaptive stopping on the
-//! precision of the speedup, timed-output checks at unpredictable rounds, audit calls, then the
+//! precision of the speedup, timed-output checks at unpredictable rounds (`kept`), audit calls, then the
 //! conclusion: the envelope and audit checks, the summary, and the process check of a label a
 //! difference between the two processes could explain. It schedules and gathers; the envelope's
 //! arithmetic, the statistics and the label rules live in their own files.
@@ -13,12 +13,13 @@ use rand_chacha::ChaCha8Rng;
 
 use super::arms::{arm_of, ArmId, Taken};
 use super::envelope::{audit_check, charged, Envelope};
+use super::kept::{KeptBlock, Pool};
 use super::label::{
     allow_host_error, allow_process_effect, clock_parity, distrust_charged, process_check_due,
     process_unchecked,
 };
-use super::session::{Block, Failed, Session, WARMUP_ALLOWANCE};
-use super::summary::{compile_baseline, method, summarize, CI_LEVEL};
+use super::session::{Block, Draws, Failed, Session, WARMUP_ALLOWANCE};
+use super::summary::{compile_baseline, median_or_zero, method, summarize, CI_LEVEL};
 use crate::config::{Config, Device};
 use crate::nvml::{RoundTag, Telemetry};
 use crate::record::{
@@ -26,7 +27,7 @@ use crate::record::{
 };
 use crate::stats;
 use crate::verdict::Cause;
-use crate::worker::request::{TimingArm, TimingMode};
+use crate::worker::request::{TimeSetup, TimingMode};
 use crate::worker::{ErrorKind, Link};
 
 /// Samples per arm in one block: enough calls for ~5 ms, at most 10. A round is A C C A (or
@@ -51,9 +52,11 @@ pub(super) const AUDIT_CALLS: u32 = 3;
 /// The blocker grows (doubling) to this multiple of its first length to cover host submission;
 /// a call still outlasting it waits for the GPU itself (a host synchronization inside).
 const BLOCKER_GROWTH: f64 = 8.0;
-/// Bursts: calls under 10 µs are timed in bursts of up to 32 calls filling 20 µs.
-const BURST_BELOW_MS: f64 = 0.010;
-const BURST_MS: f64 = 0.020;
+/// Bursts: calls under 100 µs are timed in bursts of up to 32 calls filling 400 µs, so a
+/// sample's wall time is long beside the envelope's floor (`envelope`): work a short call hides
+/// outside its events adds up over the burst.
+const BURST_BELOW_MS: f64 = 0.1;
+const BURST_MS: f64 = 0.4;
 const BURST_MAX: u32 = 32;
 /// Audit samples per arm taken when the audit flags the candidate.
 const AUDIT_SAMPLES: u32 = 20;
@@ -79,6 +82,8 @@ struct Plan {
     first_blocker_us: f64,
     /// Samples per arm in one block.
     block_n: u32,
+    /// Where the candidate keeps its timed calls' outputs.
+    pool: Pool,
     /// The GPU's maximum SM clock (NVML), and the one the blockers' cycle counts assume.
     max_sm: Option<u32>,
     max_mhz: u32,
@@ -104,6 +109,8 @@ pub(super) struct Round {
     pub(super) clocks: Vec<Vec<f64>>,
     pub(super) slowdown: bool,
     pub(super) reading: Option<Telemetry>,
+    /// The candidate's blocks, as its pool holds their outputs.
+    pub(super) kept: Vec<KeptBlock>,
 }
 
 /// The rounds kept, and how sampling went.
@@ -130,8 +137,9 @@ impl Rounds {
         for (arm, taken) in self.arms.iter_mut().enumerate() {
             for block in std::mem::take(&mut round.blocks[arm]) {
                 self.used_burst = self.used_burst.min(block.burst);
-                // Wall time per sample beyond the reported mean sample.
-                let reported = mean_or_zero(&block.samples) * f64::from(block.burst);
+                // Wall time per sample beyond the reported median sample: the statistics use
+                // medians, so work a forger piles into one sample of a block is unexplained.
+                let reported = median_or_zero(&block.samples) * f64::from(block.burst);
                 let unexplained = block.wall_per_sample_ms - reported;
                 taken.unexplained_ms.push(unexplained);
                 taken.harness_ms.push(unexplained - blocker_ms);
@@ -151,13 +159,9 @@ impl Rounds {
 impl<L: Link> Session<'_, L> {
     /// The offline protocol (docs/design/timing.md): warm up and size the samples, take interleaved
     /// rounds until the interval is tight enough, then summarize with the audit's verdict.
-    pub(super) fn offline(
-        &mut self,
-        checks: &mut Vec<Check>,
-        timed_check: impl FnMut(&mut L, &mut L, u64) -> Result<Check, Failed>,
-    ) -> Result<Timing, Failed> {
+    pub(super) fn offline(&mut self, checks: &mut Vec<Check>) -> Result<Timing, Failed> {
         let plan = self.warm_up()?;
-        let rounds = self.take_rounds(&plan, checks, timed_check)?;
+        let rounds = self.take_rounds(&plan, checks)?;
         self.conclude(&plan, rounds, checks)
     }
 
@@ -173,15 +177,21 @@ impl<L: Link> Session<'_, L> {
         let deadline = cfg.timeouts.call + WARMUP_ALLOWANCE;
         // Arm B compiles in its set-up (its first call), under the compile deadline, before the
         // other arms warm up; a task torch.compile cannot handle is timed without it, and says so.
-        let compiled = cfg.compile_baseline.then(|| {
-            let mut request = setup.clone();
-            request.arm = Some(TimingArm::Compile);
-            self.ask(ArmId::Compiled, request, cfg.timeouts.compile + deadline)
-        });
+        let arm_setup = |arm: ArmId| TimeSetup {
+            arm: arm.wire(),
+            kept: self.kept_path(arm),
+            ..setup.clone()
+        };
+        let [eager, candidate, compile] =
+            [ArmId::Eager, ArmId::Candidate, ArmId::Compiled].map(arm_setup);
+        let compiled = cfg
+            .compile_baseline
+            .then(|| self.ask(ArmId::Compiled, compile, cfg.timeouts.compile + deadline));
         let mut warm = vec![
-            self.ask(ArmId::Eager, setup.clone(), deadline)?,
-            self.ask(ArmId::Candidate, setup, deadline)?,
+            self.ask(ArmId::Eager, eager, deadline)?,
+            self.ask(ArmId::Candidate, candidate, deadline)?,
         ];
+        let pool = Pool::of(&warm[ArmId::Candidate.index()])?;
         let mut compile_failed = None;
         match compiled {
             Some(Ok(reply)) => warm.push(reply),
@@ -205,6 +215,8 @@ impl<L: Link> Session<'_, L> {
         } else {
             BLOCK
         };
+        // A round's two candidate blocks fit the pool where it holds a sample per block.
+        let fits = (pool.slots / (2 * burst)).max(1);
         Ok(Plan {
             arm_count: warm.len(),
             compile_s: warm
@@ -214,7 +226,11 @@ impl<L: Link> Session<'_, L> {
             compile_failed,
             burst,
             first_blocker_us,
-            block_n: per_block.clamp(1, BLOCK).min((cfg.max_samples / 4).max(1)),
+            block_n: per_block
+                .clamp(1, BLOCK)
+                .min((cfg.max_samples / 4).max(1))
+                .min(fits),
+            pool,
             max_sm,
             max_mhz,
         })
@@ -222,15 +238,11 @@ impl<L: Link> Session<'_, L> {
 
     /// Interleaved rounds until `stop_reason` says stop: rounds under slowdown are taken again,
     /// a blocker that host submission outlasts grows (or the forward is marked host-bound), and
-    /// timed outputs are checked along the way.
-    fn take_rounds(
-        &mut self,
-        plan: &Plan,
-        checks: &mut Vec<Check>,
-        mut timed_check: impl FnMut(&mut L, &mut L, u64) -> Result<Check, Failed>,
-    ) -> Result<Rounds, Failed> {
+    /// timed outputs are checked along the way. The blocks' seeds and the rounds and calls
+    /// checked come from the OS's randomness, which no worker sees.
+    fn take_rounds(&mut self, plan: &Plan, checks: &mut Vec<Check>) -> Result<Rounds, Failed> {
         let cfg = self.config;
-        let mut rng = ChaCha8Rng::seed_from_u64(self.seed_base);
+        let mut rng = ChaCha8Rng::from_entropy();
         let mut taken = Rounds {
             arms: (0..plan.arm_count).map(|_| Taken::default()).collect(),
             telemetry: Vec::new(),
@@ -250,7 +262,8 @@ impl<L: Link> Session<'_, L> {
                 Device::Cuda => taken.blocker_us / 1e3,
                 Device::Cpu => 0.0,
             };
-            let round = self.round(plan, taken.kept, plan.cycles(taken.blocker_us))?;
+            let mut round =
+                self.round(plan, taken.kept, plan.cycles(taken.blocker_us), &mut rng)?;
             if let Some(reading) = round.reading {
                 let tag = if round.slowdown {
                     RoundTag::Slowdown
@@ -283,10 +296,12 @@ impl<L: Link> Session<'_, L> {
                 taken.host_syncs = true;
                 taken.blocker_us = BLOCKER_MIN_US;
             }
+            let kept = std::mem::take(&mut round.kept);
+            let index = taken.kept;
             taken.keep(round, blocker_ms);
             if timed_checks == 0 || (timed_checks < MAX_TIMED_CHECKS && rng.gen_ratio(1, 4)) {
                 timed_checks += 1;
-                let check = timed_check(self.reference, self.candidate, self.seed_base)?;
+                let check = self.check_kept(&plan.pool, &kept, index, &mut rng)?;
                 merge_check(checks, check);
             }
             let elapsed = started.elapsed();
@@ -301,8 +316,16 @@ impl<L: Link> Session<'_, L> {
     }
 
     /// One round: a block per arm per position, in the round's palindromic order, with NVML
-    /// read after every block; audits in A's and C's first blocks of every tenth round.
-    fn round(&mut self, plan: &Plan, round: u32, cycles: u64) -> Result<Round, Failed> {
+    /// read after every block; audits in A's and C's first blocks of every tenth round. Each
+    /// block draws its inputs from a fresh seed of `rng`, and keeps its outputs in its arm's
+    /// pool after the arm's earlier blocks of the round.
+    fn round(
+        &mut self,
+        plan: &Plan,
+        round: u32,
+        cycles: u64,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<Round, Failed> {
         let cuda = self.config.device == Device::Cuda;
         let mut taken = Round {
             index: round,
@@ -310,20 +333,30 @@ impl<L: Link> Session<'_, L> {
             clocks: vec![Vec::new(); plan.arm_count],
             slowdown: false,
             reading: None,
+            kept: Vec::new(),
         };
+        let mut kept_so_far = vec![0u32; plan.arm_count];
         for (position, &arm) in round_order(round, plan.arm_count).iter().enumerate() {
             let audit = cuda
                 && round % AUDIT_EVERY == 0
                 && position < plan.arm_count
                 && arm != ArmId::Compiled;
             let audits = if audit { AUDIT_CALLS } else { 0 };
-            taken.blocks[arm.index()].push(self.block(
-                arm,
-                plan.block_n,
-                cycles,
-                audits,
-                plan.burst,
-            )?);
+            let draws = Draws {
+                seed: Some(rng.gen_range(0..1 << 53)),
+                keep: kept_so_far[arm.index()],
+            };
+            let block = self.block(arm, plan.block_n, cycles, audits, plan.burst, draws)?;
+            let kept = KeptBlock {
+                seed: draws.seed.unwrap_or_default(),
+                keep: draws.keep,
+                draws: plan.block_n * block.burst,
+            };
+            kept_so_far[arm.index()] += kept.draws;
+            if arm == ArmId::Candidate {
+                taken.kept.push(kept);
+            }
+            taken.blocks[arm.index()].push(block);
             if let Some(t) = self.read_gpu() {
                 taken.slowdown |= t.tag(plan.max_sm) == RoundTag::Slowdown;
                 taken.clocks[arm.index()].push(f64::from(t.sm_mhz));
@@ -494,7 +527,8 @@ impl<L: Link> Session<'_, L> {
     fn process_rounds(&mut self, plan: &Plan, blocker_us: f64) -> Result<(Arm, Arm), Failed> {
         let mut setup = self.setup(TimingMode::Offline);
         setup.cycles_per_us = Some(plan.max_mhz);
-        setup.arm = Some(TimingArm::Control);
+        setup.arm = ArmId::Control.wire();
+        setup.kept = self.kept_path(ArmId::Control);
         let deadline = self.config.timeouts.call + WARMUP_ALLOWANCE;
         self.ask(ArmId::Control, setup, deadline)?;
         let cycles = plan.cycles(blocker_us);
@@ -506,7 +540,8 @@ impl<L: Link> Session<'_, L> {
                 [ArmId::Control, ArmId::Eager, ArmId::Eager, ArmId::Control]
             };
             for arm in order {
-                let block = self.block(arm, plan.block_n, cycles, 0, plan.burst)?;
+                let block =
+                    self.block(arm, plan.block_n, cycles, 0, plan.burst, Draws::default())?;
                 // The pair is [A, A'], not indexed by `ArmId::index`.
                 let arm_taken = &mut taken[usize::from(arm == ArmId::Control)];
                 arm_taken
@@ -529,7 +564,7 @@ impl<L: Link> Session<'_, L> {
                 [ArmId::Candidate, ArmId::Eager]
             };
             for arm in order {
-                let block = self.block(arm, 0, blocker_cycles, 1, 1)?;
+                let block = self.block(arm, 0, blocker_cycles, 1, 1, Draws::default())?;
                 for ms in block.audit_ms {
                     taken[arm.index()].samples.push(ms);
                     taken[arm.index()].rounds.push(round);
@@ -615,14 +650,6 @@ fn round_order(round: u32, arm_count: usize) -> Vec<ArmId> {
         .copied()
         .collect();
     half.iter().chain(half.iter().rev()).copied().collect()
-}
-
-fn mean_or_zero(values: &[f64]) -> f64 {
-    if values.is_empty() {
-        0.0
-    } else {
-        values.iter().sum::<f64>() / values.len() as f64
-    }
 }
 
 #[cfg(test)]

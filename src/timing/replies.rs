@@ -4,8 +4,9 @@
 
 use serde::Deserialize;
 
+use crate::record::Check;
 use crate::verdict::Cause;
-use crate::worker::request::{Command, Time, TimeSetup};
+use crate::worker::request::{CheckKept, Command, Time, TimeSetup};
 
 /// A warm-up's figures.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -16,6 +17,9 @@ pub struct Warmed {
     pub median_ms: Option<f64>,
     /// How long torch.compile took (the compiled arm).
     pub compile_s: Option<f64>,
+    /// Where the arm keeps its timed calls' outputs (`kept.Pool.describe`), passed on as it came:
+    /// `slots`, and the CUDA IPC handles or files of the pool.
+    pub kept: Option<serde_json::Value>,
 }
 
 impl Command for TimeSetup {
@@ -40,6 +44,25 @@ pub struct Timed {
 
 impl Command for Time {
     type Reply = Timed;
+}
+
+/// The reference's comparison of the candidate's outputs with its own (a trial's, or a timed
+/// call's read from the candidate's pool).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct Checked {
+    pub correct: bool,
+    /// The reference's own output is not finite on these inputs.
+    pub uncheckable: bool,
+    pub reason: Option<String>,
+    pub max_abs_diff: Option<f64>,
+    pub max_rel_diff: Option<f64>,
+    pub checks: Vec<Check>,
+}
+
+impl Command for CheckKept {
+    type Reply = Checked;
 }
 
 /// The samples of a timing reply: finite, non-negative milliseconds, or the worker is broken.

@@ -3,6 +3,7 @@
 //! asks for it, the workers' set-up, NVML, and the dispatch to the run's mode. It owns no
 //! schedule and no statistics: the modes (`offline`, `kernelbench`, `server`) decide what to ask.
 
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -31,8 +32,21 @@ pub struct Session<'s, L: Link> {
     pub gpu: Option<&'s Mutex<Nvml>>,
     /// The CPU both workers' submitting threads move to for timing (`cpus::reserve`).
     pub cpu: Option<usize>,
-    /// Base of the input seeds of timed calls: sample k of either arm uses derive_seed(base, k).
+    /// Base of the warm-up's input seeds (draw k uses derive_seed(base, k)) and of the
+    /// statistics' resampling; a timed block's inputs come from a seed no worker could know
+    /// before the block (`offline`).
     pub seed_base: u64,
+    /// The folder where the arms keep their timed outputs as files (the exchange, as the
+    /// workers see it), when the outputs cannot stay on the GPU and be shared by CUDA IPC: on
+    /// the CPU, or after IPC failed.
+    pub kept_files: Option<PathBuf>,
+}
+
+/// A block's draws: its seed, and the pool slot of its first draw.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Draws {
+    pub(super) seed: Option<u64>,
+    pub(super) keep: u32,
 }
 
 /// A block's reply, read.
@@ -76,7 +90,8 @@ impl<L: Link> Session<'_, L> {
     }
 
     /// One block from `arm`: `n` samples of `burst` calls behind a blocker of `blocker_cycles`,
-    /// then `audits` audit calls; its wall time is measured here, around the request.
+    /// then `audits` audit calls, drawn as `draws` says; its wall time is measured here, around
+    /// the request.
     pub(super) fn block(
         &mut self,
         arm: ArmId,
@@ -84,6 +99,7 @@ impl<L: Link> Session<'_, L> {
         blocker_cycles: u64,
         audits: u32,
         burst: u32,
+        draws: Draws,
     ) -> Result<Block, Failed> {
         let request = Time {
             n: Some(n),
@@ -91,6 +107,8 @@ impl<L: Link> Session<'_, L> {
             audits: Some(audits),
             burst: Some(burst),
             arm: arm.wire(),
+            seed: draws.seed,
+            keep: Some(draws.keep),
             ..Time::default()
         };
         let started = Instant::now();
@@ -119,7 +137,14 @@ impl<L: Link> Session<'_, L> {
             cpu: self.cpu,
             cycles_per_us: None,
             arm: None,
+            kept: None,
         }
+    }
+
+    /// Where `arm` keeps its timed outputs as files, if it does (`kept_files`).
+    pub(super) fn kept_path(&self, arm: ArmId) -> Option<PathBuf> {
+        let base = self.kept_files.as_ref()?;
+        Some(base.join(format!("kept-{arm:?}").to_lowercase()))
     }
 
     pub(super) fn read_gpu(&self) -> Option<Telemetry> {
@@ -130,17 +155,12 @@ impl<L: Link> Session<'_, L> {
         self.gpu?.lock().ok()?.max_sm_mhz().ok()
     }
 
-    /// Time both arms in the run's mode. `timed_check` checks the candidate's kept output of the
-    /// last block (it gets both workers and the seed base) and says how it went.
-    pub fn run(
-        &mut self,
-        checks: &mut Vec<Check>,
-        timed_check: impl FnMut(&mut L, &mut L, u64) -> Result<Check, Failed>,
-    ) -> Result<Timing, Failed> {
+    /// Time both arms in the run's mode; the checks it runs on the way go to `checks`.
+    pub fn run(&mut self, checks: &mut Vec<Check>) -> Result<Timing, Failed> {
         let mut timing = match self.config.mode {
             Mode::KernelBench => self.kernelbench(),
             Mode::Server => self.server(),
-            Mode::Offline => self.offline(checks, timed_check),
+            Mode::Offline => self.offline(checks),
         }?;
         timing.cpu = self.cpu;
         Ok(timing)

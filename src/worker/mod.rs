@@ -8,7 +8,9 @@ pub mod python;
 pub mod request;
 #[cfg(test)]
 mod schema;
+mod seed;
 
 pub use link::Link;
 pub use process::{Failure, Spawn, Worker};
 pub use protocol::{ErrorKind, Reply, WorkerError};
+pub use seed::derive_seed;

@@ -73,10 +73,10 @@ commands! {
     Load(Load);
     /// One correctness trial in the candidate, its outputs handed over.
     Trial(Trial);
-    /// Hand over the output the candidate kept of its last timed block.
-    TimedCheck(TimedCheck);
     /// Compare the candidate's outputs with the reference's, in the reference worker.
     Check(CheckOutputs);
+    /// Compare one timed call's output, read from the candidate's pool, with the reference's.
+    CheckKept(CheckKept);
     /// New parameter values from a seed.
     Perturb(Perturb);
     /// A timing arm's set-up and warm-up.
@@ -246,12 +246,15 @@ pub struct Trial {
     pub transport: String,
 }
 
-/// Hand over the kept output of the last timed block, as a trial hands over its outputs.
+/// Compare the output of one timed call, read from slot `slot` of the candidate's pool (`kept`,
+/// as the candidate's set-up described it), with the reference's on that call's inputs.
 #[derive(Clone, Debug, Serialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
-pub struct TimedCheck {
-    pub out: PathBuf,
-    pub transport: String,
+pub struct CheckKept {
+    pub slot: u32,
+    pub seed: u64,
+    pub forward_seed: u64,
+    pub kept: Value,
 }
 
 /// Check the candidate's outputs (in `candidate_out`, or behind `ipc`) against the reference's
@@ -310,6 +313,10 @@ pub struct TimeSetup {
     pub cycles_per_us: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arm: Option<TimingArm>,
+    /// Where the arm's pool of timed outputs goes as files (the host's memory); on the GPU
+    /// without it, the pool stays on the GPU and is shared by CUDA IPC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<PathBuf>,
 }
 
 /// One block of timed calls: `n` samples (offline, kernelbench) or requests after idle gaps
@@ -329,6 +336,12 @@ pub struct Time {
     pub gaps_ms: Option<Vec<f64>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arm: Option<TimingArm>,
+    /// The block's seed: draw j of the block uses derive_seed(seed, j).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// The pool slot of the block's first draw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep: Option<u32>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -369,20 +382,23 @@ mod tests {
             cpu: Some(3),
             cycles_per_us: Some(1980),
             arm: Some(TimingArm::Compile),
+            kept: Some("/x/kept-compiled".into()),
         };
         assert_eq!(
             wire(setup),
             json!({"cmd": "time_setup", "seed": 7, "mode": "offline", "cpu": 3,
-                   "cycles_per_us": 1980, "arm": "compile"})
+                   "cycles_per_us": 1980, "arm": "compile", "kept": "/x/kept-compiled"})
         );
         let block = Time {
             n: Some(4),
             arm: Some(TimingArm::Control),
+            seed: Some(9),
+            keep: Some(40),
             ..Time::default()
         };
         assert_eq!(
             wire(block),
-            json!({"cmd": "time", "n": 4, "arm": "control"})
+            json!({"cmd": "time", "n": 4, "arm": "control", "seed": 9, "keep": 40})
         );
         let files = CheckFiles {
             files: vec!["/a.py".into()],
@@ -416,9 +432,11 @@ mod tests {
     fn a_request_names_its_command_as_the_wire_does() {
         for request in [
             Request::from(CheckFiles { files: vec![] }),
-            Request::from(TimedCheck {
-                out: "o".into(),
-                transport: "ipc".into(),
+            Request::from(CheckKept {
+                slot: 3,
+                seed: 1,
+                forward_seed: 2,
+                kept: json!({"slots": 4}),
             }),
             Request::from(MeasureCeilings {}),
         ] {

@@ -205,6 +205,7 @@ def test_a_field_added_dropped_renamed_or_retyped_is_reported():
         cpu: typing.Optional[int] = None
         cycles_per_microsecond: typing.Optional[int] = None  # renamed
         warmup: int = 0  # added; `arm` dropped
+        kept: typing.Optional[str] = None
 
     assert sorted(request_mismatches(Drifted, fields, types)) == [
         "Drifted.seed: <class 'str'> is not integer",

@@ -6,7 +6,7 @@ import types
 
 import torch
 
-from kbench_worker import harness, timing
+from kbench_worker import harness, kept, timing
 from kbench_worker.messages import decode
 
 
@@ -37,9 +37,16 @@ class Recorder(torch.nn.Module):
         return x * 2
 
 
-def timed():
-    model = Recorder()
-    return model, timing.TimedModel(model, Task, seed_base=11, device="cpu", precision="fp32")
+def timed(model=None):
+    """A timed arm with its pool shaped as the warm-up would shape it, without the warm-up."""
+    model = model or Recorder()
+    t = timing.TimedModel(model, Task, seed_base=11, device="cpu", precision="fp32")
+    t.pool = kept.Pool(torch.zeros(8, 16))
+    return model, t
+
+
+def kept_slot(t, slot):
+    return kept.read(t.pool.describe(), slot) if t.pool.path else t.pool.buffers[0][slot]
 
 
 def test_every_timed_call_gets_fresh_contents_in_place():
@@ -67,6 +74,17 @@ def test_a_set_too_large_to_copy_gets_new_storage_in_the_same_objects():
     assert {v for _, v, _, _ in model.seen} == {0}
     for k, (_, _, x, labels) in enumerate(model.seen):
         expected = harness.make_inputs(Task, timing.derive_seed(11, k), "cpu", "fp32")
+        assert torch.equal(x, expected[0]) and torch.equal(labels, expected[1])
+
+
+def test_a_blocks_draws_come_from_its_own_seed():
+    # kbench sends each block a seed no worker knew before: draw j of the block is the task's
+    # inputs under derive_seed(seed, j), whatever the warm-up and earlier blocks drew.
+    model, t = timed()
+    t.samples(2, blocker_cycles=0, audits=0)
+    t.samples(3, blocker_cycles=0, audits=0, seed=99)
+    for j, (_, _, x, labels) in enumerate(model.seen[2:]):
+        expected = harness.make_inputs(Task, timing.derive_seed(99, j), "cpu", "fp32")
         assert torch.equal(x, expected[0]) and torch.equal(labels, expected[1])
 
 
@@ -114,20 +132,53 @@ def test_a_burst_times_calls_on_distinct_fresh_sets_under_one_sample():
         k = 6 * sample + (5 if position == 0 else position - 1)
         expected = harness.make_inputs(Task, timing.derive_seed(11, k), "cpu", "fp32")
         assert torch.equal(x, expected[0]) and torch.equal(labels, expected[1])
-    # The kept output is a first call's, under its own index.
-    index, out = t.take_kept()
-    assert index % 6 == 5
-    assert torch.equal(out, harness.make_inputs(Task, timing.derive_seed(11, index), "cpu", "fp32")[0] * 2)
+    # Every call's output is kept, in the slot of its draw.
+    for j in range(18):
+        assert torch.equal(kept_slot(t, j), harness.make_inputs(Task, timing.derive_seed(11, j), "cpu", "fp32")[0] * 2)
 
 
-def test_the_kept_output_belongs_to_its_sample():
+def test_every_timed_output_is_kept_from_the_slot_kbench_names():
     model, t = timed()
-    reply = t.samples(5, blocker_cycles=0, audits=0)
+    t.pool.buffers[0].fill_(-1.0)
+    reply = t.samples(5, blocker_cycles=0, audits=2, seed=7, keep=3)
     assert len(reply["samples_ms"]) == 5 and reply["overflows"] == 0
-    k, out = t.take_kept()
-    assert 0 <= k < 5
-    assert torch.equal(out, model.seen[k][2] * 2)
-    assert t.take_kept() is None
+    for j in range(5):
+        assert torch.equal(kept_slot(t, 3 + j), model.seen[j][2] * 2)
+    # The audit calls' outputs are not kept.
+    assert torch.all(kept_slot(t, 8) == -1.0)
+    # A round with more calls than slots wraps: the last ones stay.
+    t.pool = kept.Pool(torch.zeros(8, 16))
+    t.pool.slots = 4
+    t.samples(6, blocker_cycles=0, audits=0, seed=8)
+    for j in (2, 3, 4, 5):
+        expected = harness.make_inputs(Task, timing.derive_seed(8, j), "cpu", "fp32")[0] * 2
+        assert torch.equal(t.pool.buffers[0][j % 4], expected)
+
+
+def test_the_reference_reads_a_file_pool_and_refuses_what_it_does_not_describe(tmp_path):
+    model, t = timed()
+    t.pool = kept.Pool((torch.zeros(8, 16), torch.zeros(3)), path=str(tmp_path / "kept-candidate"))
+    t.model = lambda x, labels: (x * 2, labels.float())
+    t.samples(2, blocker_cycles=0, audits=0, seed=5)
+    described = t.pool.describe()
+    for j in range(2):
+        x, labels = harness.make_inputs(Task, timing.derive_seed(5, j), "cpu", "fp32")
+        out = kept.read(described, j)
+        assert type(out) is tuple and torch.equal(out[0], x * 2) and torch.equal(out[1], labels.float())
+    for bad in [{**described, "slots": 1}, {**described, "files": [{"path": "/nonexistent", "shape": [], "dtype": "float32"}]}]:
+        try:
+            kept.read(bad, 1)
+        except harness.OutputTypeError:
+            continue
+        raise AssertionError(f"read {bad}")
+    # A timed call whose output changes structure is refused at once.
+    t.model = lambda x, labels: [x * 2]
+    try:
+        t.samples(1, blocker_cycles=0, audits=0)
+    except harness.OutputTypeError as exc:
+        assert "outputs.exact_type" in str(exc)
+    else:
+        raise AssertionError("kept another structure")
 
 
 class Finisher(torch.nn.Module):
@@ -147,12 +198,12 @@ class Finisher(torch.nn.Module):
 
 
 def test_the_kept_output_is_a_copy_taken_at_once():
-    t = timing.TimedModel(Finisher(), Task, seed_base=11, device="cpu", precision="fp32")
+    _, t = timed(Finisher())
+    t.pool.buffers[0].fill_(1.0)
     for _ in range(5):
         t.samples(6, blocker_cycles=0, audits=0)
-        _, out = t.take_kept()
-        # The worker's copy is what the call returned: zeros, never fixed afterwards.
-        assert torch.count_nonzero(out) == 0
+        # The pool holds what each call returned: zeros, never fixed afterwards.
+        assert torch.count_nonzero(t.pool.buffers[0][:6]) == 0
 
 
 def test_warmup_reports_calibration():
@@ -161,6 +212,8 @@ def test_warmup_reports_calibration():
     assert warm["calls"] >= timing.WARMUP_CALLS
     assert warm["median_ms"] >= 0 and warm["submit_ms"] >= 0
     assert warm["sets"] == timing.INPUT_SETS
+    # The pool is shaped after the warm-up's output, and as many as fit are kept.
+    assert warm["kept"]["slots"] == kept.MAX_SLOTS and list(t.pool.buffers[0].shape) == [kept.MAX_SLOTS, 8, 16]
 
 
 def test_the_warm_up_blocker_follows_the_previous_call_not_the_cold_first(monkeypatch):

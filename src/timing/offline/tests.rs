@@ -4,11 +4,11 @@ use super::*;
 use ArmId::{Candidate, Compiled, Eager};
 
 #[test]
-fn calls_under_ten_microseconds_are_timed_in_bursts() {
-    assert_eq!(burst_size(0.056), 1);
-    assert_eq!(burst_size(0.010), 1);
-    assert_eq!(burst_size(0.008), 3);
-    assert_eq!(burst_size(0.002), 10);
+fn calls_under_a_hundred_microseconds_are_timed_in_bursts() {
+    assert_eq!(burst_size(0.1), 1);
+    assert_eq!(burst_size(0.056), 8);
+    assert_eq!(burst_size(0.018), 23);
+    assert_eq!(burst_size(0.010), BURST_MAX);
     assert_eq!(burst_size(0.0001), BURST_MAX);
     assert_eq!(burst_size(0.0), 1);
     assert_eq!(burst_size(f64::INFINITY), 1);
@@ -52,6 +52,7 @@ mod session {
     use crate::record::{Check, Outcome, Timing, CHARGED};
     use crate::stats::Decision;
     use crate::timing::{Failed, Session};
+    use crate::verdict::Cause;
     use crate::worker::fake::{self, Answer, Scripted};
     use crate::worker::request::Request;
 
@@ -84,7 +85,12 @@ mod session {
         Box::new(move |request| match request {
             Request::TimeSetup(_) => fake::ok(json!({
                 "median_ms": ms, "submit_ms": 0.01, "calls": 10, "sets": 4,
+                "kept": {"slots": 640, "container": false, "files": []},
             })),
+            Request::CheckKept(kept) => {
+                assert!(kept.slot < 640 && kept.kept["slots"] == 640, "{kept:?}");
+                fake::ok(json!({"correct": true}))
+            }
             Request::Time(time) => {
                 let n = time.n.expect("an offline block names its samples");
                 let samples: Vec<f64> = (taken..taken + n)
@@ -104,8 +110,17 @@ mod session {
     /// The timing of a reference whose calls take 1 ms against `candidate`, with the checks it
     /// made, and the commands each worker was sent.
     fn timed(candidate: Script) -> (Timing, Vec<Check>, [Vec<String>; 2]) {
+        let (timing, checks, commands) = time_with(worker(1.0, 0.0), candidate);
+        (timing.unwrap(), checks, commands)
+    }
+
+    /// The same with a reference of its own.
+    fn time_with(
+        reference: Script,
+        candidate: Script,
+    ) -> (Result<Timing, Failed>, Vec<Check>, [Vec<String>; 2]) {
         let config = cpu_config();
-        let mut reference = Scripted::new(worker(1.0, 0.0));
+        let mut reference = Scripted::new(reference);
         let mut candidate = Scripted::new(candidate);
         let mut checks = Vec::new();
         let mut session = Session {
@@ -115,17 +130,9 @@ mod session {
             gpu: None,
             cpu: None,
             seed_base: 7,
+            kept_files: None,
         };
-        let timed_check = |_: &mut _, _: &mut _, _| -> Result<Check, Failed> {
-            Ok(Check {
-                name: "timing.timed_output_check".into(),
-                outcome: Outcome::Pass,
-                evidence: "scripted".into(),
-                seconds: 0.0,
-                runs: 1,
-            })
-        };
-        let timing = session.run(&mut checks, timed_check).unwrap();
+        let timing = session.run(&mut checks);
         (timing, checks, [reference.commands(), candidate.commands()])
     }
 
@@ -143,15 +150,51 @@ mod session {
         // On the CPU there are no audit calls.
         assert_eq!(outcome(&checks, "timing.audit"), Outcome::Skip);
         assert_eq!(outcome(&checks, "timing.timed_output_check"), Outcome::Pass);
-        // Each worker sets up once, then times blocks: A C C A rounds, two blocks per arm.
+        // Each worker sets up once, then times blocks: A C C A rounds, two blocks per arm; the
+        // reference also checks kept outputs, the first round's and others', and the candidate
+        // is asked nothing but blocks.
         for sent in &commands {
             assert_eq!(sent[0], "time_setup");
-            assert!(sent[1..].iter().all(|c| c == "time"), "{sent:?}");
         }
-        assert_eq!(commands[0].len(), commands[1].len());
+        let [reference, candidate] = &commands;
+        assert!(candidate[1..].iter().all(|c| c == "time"), "{candidate:?}");
+        assert_eq!(reference[3], "check_kept", "{reference:?}");
+        let blocks = reference.iter().filter(|c| *c == "time").count();
+        assert_eq!(blocks, candidate.len() - 1);
         assert_eq!(
             timing.reference.samples_ms.len(),
             timing.candidate.samples_ms.len()
+        );
+    }
+
+    #[test]
+    fn a_wrong_kept_output_is_a_cheat_and_a_candidate_without_a_pool_cannot_hide_it() {
+        let mut honest = worker(1.0, 0.0);
+        let reference: Script = Box::new(move |request| match request {
+            Request::CheckKept(_) => {
+                fake::ok(json!({"correct": false, "reason": "output 0 differs"}))
+            }
+            other => honest(other),
+        });
+        let (timing, _, _) = time_with(reference, worker(1.0, 0.0));
+        match timing {
+            Err(Cause::TimedOutputWrong(why)) => {
+                assert!(
+                    why.contains("round 0, timed call") && why.contains("output 0 differs"),
+                    "{why}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut honest = worker(1.0, 0.0);
+        let poolless: Script = Box::new(move |request| match request {
+            Request::TimeSetup(_) => fake::ok(json!({"median_ms": 1.0, "submit_ms": 0.01})),
+            other => honest(other),
+        });
+        let (timing, _, _) = time_with(worker(1.0, 0.0), poolless);
+        assert!(
+            matches!(timing, Err(Cause::TimedOutputWrong(_))),
+            "{timing:?}"
         );
     }
 

@@ -12,7 +12,7 @@ import torch
 
 from . import cause, checks, harness, integrity, kernels, outputs, poison, profile, runtime, taskfile, timing, transfer
 from .harness import TamperError
-from .messages import Load, Loaded, Perturb, Perturbed, Profile, Profiled, Shipped, State, Stated, Time, Timed, TimedCheck, TimeSetup, Trial, Warmed
+from .messages import Load, Loaded, Perturb, Perturbed, Profile, Profiled, Shipped, State, Stated, Time, Timed, TimeSetup, Trial, Warmed
 from .protocol import error, serve
 
 
@@ -75,19 +75,17 @@ class Candidate:
         return {**reply, **self.hand_over(out, inputs, req)}
 
     def hand_over(self, out, inputs, req):
-        """Outputs, and the post-call inputs (None for a timed call: its buffers were reused
-        since), for the reference worker: CUDA IPC views kept alive until it has read them, or a
-        tensors-only file."""
-        tensors = None if inputs is None else tuple(x for x in inputs if isinstance(x, torch.Tensor))
+        """Outputs and the post-call inputs, for the reference worker: CUDA IPC views kept alive
+        until it has read them, or a tensors-only file."""
+        tensors = tuple(x for x in inputs if isinstance(x, torch.Tensor))
         if req.transport == "ipc":
             try:
-                ipc = {"outputs": transfer.export_cuda(out), "inputs": None if tensors is None else transfer.export_cuda(tensors)}
+                ipc = {"outputs": transfer.export_cuda(out), "inputs": transfer.export_cuda(tensors)}
                 self.shared = (out, inputs)
                 return {"ipc": ipc}
             except TypeError:
                 pass  # not plain CUDA tensors: the file path below checks and reports them
-        host_inputs = None if tensors is None else harness.to_host(tensors)
-        torch.save({"outputs": harness.to_host(out), "inputs": host_inputs}, req.out)
+        torch.save({"outputs": harness.to_host(out), "inputs": harness.to_host(tensors)}, req.out)
         return {}
 
     def call(self, inputs, seed, pattern, log):
@@ -180,17 +178,6 @@ class Candidate:
             self.control = Control(self)
         return timing.handle(self.control, req)
 
-    def timed_check(self, req):
-        """`timing.timed_output_check`: the output kept from the last block of timed calls (chosen
-        after the call), handed to kbench with its sample index; kbench derives that sample's
-        inputs itself and has the reference worker check the output."""
-        kept = self.timed.take_kept()
-        if kept is None:
-            return {"index": None}
-        index, out = kept
-        outputs.exact_type(out)
-        return {"index": index, "outputs": harness.describe(out), **self.hand_over(out, None, req)}
-
 
 class Control:
     """The control arm of the process check (`timing.process`): the task's reference model,
@@ -267,11 +254,6 @@ class Session:
         verify(self.candidate)
         return reply
 
-    def timed_check(self, req: TimedCheck) -> Shipped:
-        reply = self.candidate.timed_check(req)
-        verify(self.candidate)
-        return reply
-
     def profile(self, req: Profile) -> Profiled:
         reply = self.candidate.profile(req)
         verify(self.candidate)
@@ -288,7 +270,6 @@ def commands(channel):
         "time_setup": session.time,
         "time": session.time,
         "state": session.state,
-        "timed_check": session.timed_check,
         "profile": session.profile,
         "ping": lambda req: {},
     }

@@ -6,7 +6,11 @@ hand over results are the ones it started with.
 A submission runs in the candidate worker's interpreter and could rebind
 `torch.cuda.Event.elapsed_time`, `time.perf_counter` or this package's own functions to forge
 timings. The identity (and code object) of each watched callable is captured before the
-submission is imported and compared after the import and after every request.
+submission is imported and compared after the import and after every request but the timing
+ones (their wall time is compared with the reference's), so after timing too; so is every
+global of this package's modules (a module's clock, the module another one uses) and every
+attribute of their classes. What is rebound and restored between two checks goes unseen here:
+the trust model (docs/checks.md) does not rest on this check.
 """
 
 import importlib
@@ -51,8 +55,10 @@ LIBRARY = [
 # This package's own modules: every function and method in them is watched too.
 OWN = [
     "harness", "timing", "transfer", "protocol", "candidate", "kernels", "taskfile",
-    "integrity", "checks", "outputs", "poison", "profile", "runtime",
+    "integrity", "checks", "outputs", "poison", "profile", "runtime", "kept", "messages",
 ]
+# Globals of those modules that change by design.
+MUTABLE = {"kernels.phase"}
 
 
 def _resolve(module, path):
@@ -67,18 +73,19 @@ def _fingerprint(obj):
     return (id(obj), id(code) if code is not None else None)
 
 
-def _own_callables():
+def _own_bindings():
+    """Every global of this package's modules and every attribute of their classes, by name."""
     for name in OWN:
         module = sys.modules.get(f"{__package__}.{name}")
         if module is None:
             continue
-        for attr, value in vars(module).items():
-            if inspect.isfunction(value) and value.__module__ == module.__name__:
-                yield f"{module.__name__}.{attr}", value
-            elif inspect.isclass(value) and value.__module__ == module.__name__:
-                for method, fn in vars(value).items():
-                    if inspect.isfunction(fn):
-                        yield f"{module.__name__}.{attr}.{method}", fn
+        for attr, value in list(vars(module).items()):
+            if f"{name}.{attr}" in MUTABLE:
+                continue
+            yield f"{module.__name__}.{attr}", value
+            if inspect.isclass(value) and value.__module__ == module.__name__:
+                for member, bound in list(vars(value).items()):
+                    yield f"{module.__name__}.{attr}.{member}", bound
 
 
 def _current():
@@ -88,8 +95,8 @@ def _current():
             seen[f"{module}.{path}"] = _fingerprint(_resolve(module, path))
         except (AttributeError, ImportError):
             seen[f"{module}.{path}"] = None
-    for name, fn in _own_callables():
-        seen[name] = _fingerprint(fn)
+    for name, value in _own_bindings():
+        seen[name] = _fingerprint(value)
     return seen
 
 

@@ -124,12 +124,16 @@ class Trial:
 
 
 @dataclass(frozen=True)
-class TimedCheck:
-    """Hand over the output the candidate kept of its last timed block."""
+class CheckKept:
+    """Compare the output of one timed call, read from slot ``slot`` of the candidate's pool
+    (``kept``, as its set-up described it), with the reference's on that call's inputs, in the
+    reference worker."""
 
-    cmd: ClassVar[str] = "timed_check"
-    out: str
-    transport: str
+    cmd: ClassVar[str] = "check_kept"
+    slot: int
+    seed: int
+    forward_seed: int
+    kept: Any
 
 
 @dataclass(frozen=True)
@@ -165,6 +169,7 @@ class TimeSetup:
     cpu: Optional[int] = None
     cycles_per_us: Optional[int] = None
     arm: Optional[TimingArm] = None
+    kept: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -179,6 +184,8 @@ class Time:
     burst: Optional[int] = None
     gaps_ms: Optional[list[float]] = None
     arm: Optional[TimingArm] = None
+    seed: Optional[int] = None
+    keep: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -338,7 +345,6 @@ class Loaded(TypedDict, total=False):
 class Shipped(TypedDict, total=False):
     checks: list[Check]
     compiled: Optional[list[str]]
-    index: Optional[int]
     ipc: Any
 
 
@@ -357,6 +363,7 @@ class Perturbed(TypedDict, total=False):
 
 class Warmed(TypedDict, total=False):
     compile_s: Optional[float]
+    kept: Any
     median_ms: Optional[float]
     submit_ms: Optional[float]
 
@@ -402,7 +409,7 @@ class Measured(TypedDict, total=False):
 
 REQUESTS = {
     cls.cmd: cls
-    for cls in (Ping, Exit, Compile, Warm, Load, Trial, TimedCheck, CheckOutputs, Perturb, TimeSetup, Time, State, Profile, Inspect, CheckFiles, Probe, MeasureCeilings)
+    for cls in (Ping, Exit, Compile, Warm, Load, Trial, CheckKept, CheckOutputs, Perturb, TimeSetup, Time, State, Profile, Inspect, CheckFiles, Probe, MeasureCeilings)
 }
 
 
@@ -422,8 +429,8 @@ REPLIES = {
     "warm": Built,
     "load": Loaded,
     "trial": Shipped,
-    "timed_check": Shipped,
     "check": Checked,
+    "check_kept": Checked,
     "perturb": Perturbed,
     "time_setup": Warmed,
     "time": Timed,

@@ -12,8 +12,8 @@ import time
 
 import torch
 
-from . import checks, harness, precision, profile, runtime, taskfile, timing, transfer
-from .messages import Checked, CheckOutputs, Load, Loaded, Perturb, Perturbed, Profile, Profiled, Time, Timed, TimeSetup, Warmed
+from . import checks, harness, kept, precision, profile, runtime, taskfile, timing, transfer
+from .messages import Checked, CheckKept, CheckOutputs, Load, Loaded, Perturb, Perturbed, Profile, Profiled, Time, Timed, TimeSetup, Warmed
 from .protocol import error, serve
 
 # Elements per comparison step: bounds the temporaries of a comparison on multi-GB outputs.
@@ -149,9 +149,7 @@ class Reference:
         """The candidate's outputs and post-call inputs: IPC views of its memory, or a file."""
         if req.ipc is not None:
             try:
-                # A timed call's output comes without its inputs (their buffers were reused since).
-                inputs = req.ipc["inputs"]
-                return transfer.import_cuda(req.ipc["outputs"]), None if inputs is None else transfer.import_cuda(inputs)
+                return transfer.import_cuda(req.ipc["outputs"]), transfer.import_cuda(req.ipc["inputs"])
             except Exception as exc:  # noqa: BLE001 - kbench retries the trial through a file
                 raise TransferError(f"CUDA IPC import failed: {type(exc).__name__}: {exc}") from exc
         try:
@@ -183,6 +181,22 @@ class Reference:
         del ref, cand
         # Give the cache back now: the candidate's next call needs the room (a 16 GB task ran
         # out of memory while this worker still cached its last outputs and inputs).
+        harness.release_memory(self.device)
+        return {**result, "checks": log.entries()}
+
+    def check_kept(self, req):
+        """`timing.timed_output_check`: the output of one timed call, read from the candidate's
+        pool (`kept.read`) while the candidate waits for its next request, against the
+        reference's on the inputs kbench derived for that call. A pool that cannot be read is
+        the candidate's (it described it)."""
+        harness.release_memory(self.device)
+        log = checks.Log()
+        inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision)
+        cand = kept.read(req.kept, req.slot)
+        ref = harness.forward(self.model, inputs, req.forward_seed)
+        del inputs
+        result = compare(ref, cand, self.atol, self.rtol, log)
+        del ref, cand
         harness.release_memory(self.device)
         return {**result, "checks": log.entries()}
 
@@ -285,6 +299,9 @@ class Session:
     def check(self, req: CheckOutputs) -> Checked:
         return self.reference.check(req)
 
+    def check_kept(self, req: CheckKept) -> Checked:
+        return self.reference.check_kept(req)
+
     def perturb(self, req: Perturb) -> Perturbed:
         return {"shapes": harness.perturb(self.reference.model, req.seed)}
 
@@ -307,6 +324,7 @@ def commands(channel):
     return {
         "load": session.load,
         "check": session.check,
+        "check_kept": session.check_kept,
         "perturb": session.perturb,
         "time_setup": session.time,
         "time": session.time,

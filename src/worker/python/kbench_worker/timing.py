@@ -19,15 +19,17 @@ stream, so the harness never switches streams), after a device-wide synchronize:
    several calls on distinct input sets, all written before the flush, divided by their number).
 
 kbench (Rust) drives the schedule: interleaved blocks of samples across the reference and the
-candidate worker, adaptive stopping, NVML telemetry, the audit and envelope checks. Each
-arm keeps a copy of one sample's output per block, chosen after the call from the OS's
-randomness and copied at once (`outputs.kept_copy`); the candidate's is for the trusted side to
-check (`timing.timed_output_check`), the reference's only does the same work, so neither arm's
+candidate worker, adaptive stopping, NVML telemetry, the audit and envelope checks. Each arm
+copies the output of every timed call into a pool after the call's stop event (`kept.Pool`);
+kbench has the reference worker read one slot of the candidate's pool after each checked round
+(`timing.timed_output_check`), the reference's pool only does the same work, so neither arm's
 wall time holds more (`timing.wall_envelope`).
 
-Input seeds: sample k uses seed ``derive_seed(base, k)`` and forward seed
-``derive_seed(seed, 0)``; kbench computes the same values (pipeline/mod.rs) to check a kept output
-without trusting the candidate's word on which inputs it used.
+Input seeds: the ``j``-th draw of a block uses seed ``derive_seed(block_seed, j)`` and forward
+seed ``derive_seed(seed, 0)``, where kbench sends a fresh block seed with every block, drawn
+from randomness no worker holds: nothing the candidate saw before a block tells it that block's
+inputs. The warm-up uses the set-up's seed. kbench derives the same values to check a kept
+output without trusting the candidate's word on which inputs it used.
 
 On the CPU a sample is perf_counter around the call, with the same fresh inputs.
 """
@@ -39,7 +41,7 @@ import time
 
 import torch
 
-from . import harness, outputs, runtime
+from . import harness, kept, runtime
 
 MASK53 = (1 << 53) - 1
 # Input sets per arm, memory permitting (docs/design/timing.md step 5).
@@ -71,13 +73,16 @@ class TimedModel:
     the device helpers (flush buffer, events). Set up on the first timing request, after the
     correctness trials, with memory released so the other worker on the GPU has room."""
 
-    def __init__(self, model, task, seed_base, device, precision):
+    def __init__(self, model, task, seed_base, device, precision, kept_path=None):
         harness.release_memory(device)
         self.model, self.task, self.base = model, task, seed_base
         self.device, self.precision = device, precision
         self.cuda = device.startswith("cuda")
-        self.kept = None
+        self.kept_path = kept_path
+        self.pool = None
         self.taken = 0
+        # The block being taken: its seed (None in the warm-up) and draws so far.
+        self.block_seed, self.drawn = None, 0
         first = harness.make_inputs(task, derive_seed(seed_base, 0), device, precision)
         sets = INPUT_SETS
         # Refill by copy (addresses fixed) unless a set is too large to hold twice.
@@ -106,12 +111,13 @@ class TimedModel:
         ]
 
     def _draw(self):
-        """The next sample's index, input set, new contents and forward seed. The contents are
-        made here but written into the set by `_stage`, behind the blocker; a set refilled by
-        swapping storage gets its new storage at once (there is no room for a copy)."""
-        k = self.taken
+        """The next draw's index in its block, input set, new contents and forward seed. The
+        contents are made here but written into the set by `_stage`, behind the blocker; a set
+        refilled by swapping storage gets its new storage at once (there is no room for a copy)."""
+        k, j = self.taken, self.drawn
         self.taken += 1
-        seed = derive_seed(self.base, k)
+        self.drawn += 1
+        seed = derive_seed(self.base, k) if self.block_seed is None else derive_seed(self.block_seed, j)
         buffers = self.sets[k % len(self.sets)]
         tensors = [x for x in buffers if isinstance(x, torch.Tensor)]
         if self.swap:
@@ -123,7 +129,7 @@ class TimedModel:
             for old, new in pairs:
                 old.data = new
             pairs = []
-        return k, buffers, pairs, derive_seed(seed, 0)
+        return j, buffers, pairs, derive_seed(seed, 0)
 
     def _draws(self, burst=1):
         """The new contents of one sample's `burst` input sets: the burst's other calls first,
@@ -136,7 +142,7 @@ class TimedModel:
         sample's inputs before the blocker ends: work a call starts on another stream while the
         blocker holds this one reads the sets' previous contents, and the timed output check
         fails it (a set refilled by swapping storage, over a tenth of the GPU's memory, is the
-        exception: its new contents exist before the blocker). Returns (k, inputs, the other
+        exception: its new contents exist before the blocker). Returns (j, inputs, the other
         calls as `_calls` takes them)."""
         *rest, (k, inputs, _, forward_seed) = drawn
         harness.seed_generators(forward_seed)
@@ -152,8 +158,9 @@ class TimedModel:
 
     def warmup(self, cycles_per_us):
         """Calls until the arm is warm (>= 10 calls and >= 100 ms of device time, at most 2 s);
-        returns the median call time and the host's submission time (90th percentile), which
-        sizes the blocker. After the first call each call is staged behind a blocker of three
+        returns the median call time, the host's submission time (90th percentile), which
+        sizes the blocker, and the pool the timed calls' outputs go to, shaped after the last
+        warm-up call's output. After the first call each call is staged behind a blocker of three
         times the previous call's submission, so the median is device time without launch
         latency (the burst rule compares it with 10 µs), and only the second call waits out the
         first, cold one's."""
@@ -169,7 +176,7 @@ class TimedModel:
                 t1 = time.perf_counter()
                 if self.cuda:
                     self.start.record()
-                self.model(*inputs)
+                out = self.model(*inputs)
                 if self.cuda:
                     self.stop.record()
                 t2 = time.perf_counter()
@@ -181,12 +188,15 @@ class TimedModel:
                     times.append((t2 - t1) * 1e3)
                 if time.perf_counter() - began > WARMUP_CAP_S and len(times) >= 2:
                     break
+            self.pool = kept.Pool(out, self.kept_path)
+            del out
         steady = submits[2:] or submits
         return {
             "median_ms": statistics.median(times[1:] or times),
             "submit_ms": sorted(steady)[int(0.9 * (len(steady) - 1))],
             "calls": len(times),
             "sets": len(self.sets),
+            "kept": self.pool.describe(),
         }
 
     def _sync(self):
@@ -203,45 +213,50 @@ class TimedModel:
 
     def _calls(self, model, first, rest):
         """The sample's calls: the first (its seed set by `_stage`), then the burst's others,
-        each after its own forward seed; returns the first call's output."""
-        out = model(*first)
-        for _, inputs, seed in rest:
+        each after its own forward seed; returns each call's (draw index, output)."""
+        j, inputs = first
+        outs = [(j, model(*inputs))]
+        for j, inputs, seed in rest:
             harness.seed_generators(seed)
-            model(*inputs)
-        return out
+            outs.append((j, model(*inputs)))
+        return outs
 
-    def samples(self, n, blocker_cycles, audits, burst=1):
-        """`n` samples, then `audits` audit calls (timing.audit). With `burst` > 1 (calls under
-        10 µs, docs/design/timing.md step 8) a sample is that many calls on distinct input sets, all
-        refreshed before the one flush, under one pair of events, divided by their number."""
+    def samples(self, n, blocker_cycles, audits, burst=1, seed=None, keep=0):
+        """`n` samples, then `audits` audit calls (timing.audit). With `burst` > 1 (short calls,
+        docs/design/timing.md step 8) a sample is that many calls on distinct input sets, all
+        refreshed before the one flush, under one pair of events, divided by their number. The
+        block's draws come from ``seed``; the output of draw ``j`` goes to slot ``keep + j`` of
+        the pool, after the sample's stop event."""
         samples, overflows = [], 0
         burst = self._grow(burst)
+        self.block_seed, self.drawn = seed, 0
         with torch.no_grad():
-            for i in range(n):
+            for _ in range(n):
                 self._sync()
                 drawn = self._draws(burst)
                 if self.cuda:
-                    k, inputs, rest = self._stage(drawn, blocker_cycles)
+                    j, inputs, rest = self._stage(drawn, blocker_cycles)
                     self.start.record()
-                    out = self._calls(self.model, inputs, rest)
+                    outs = self._calls(self.model, (j, inputs), rest)
                     self.stop.record()
                     overflows += self.start.query()
                     self.stop.synchronize()
                     samples.append(self.start.elapsed_time(self.stop) / burst)
                 else:
-                    k, inputs, rest = self._stage(drawn, 0)
+                    j, inputs, rest = self._stage(drawn, 0)
                     t0 = time.perf_counter()
-                    out = self._calls(self.model, inputs, rest)
+                    outs = self._calls(self.model, (j, inputs), rest)
                     samples.append((time.perf_counter() - t0) * 1e3 / burst)
-                # Reservoir of one, decided after the call: no call can know it will be checked.
-                if int.from_bytes(os.urandom(4), "little") % (i + 1) == 0:
-                    self.kept = (k, outputs.kept_copy(out))
-                del out
+                for j, out in outs:
+                    self.pool.keep(keep + j, out)
+                del outs
             reply = {"samples_ms": samples, "overflows": overflows, "audit_ms": [], "audit_excess_ms": [], "burst": burst}
             for _ in range(audits):
                 wall, excess = self._audit(blocker_cycles)
                 reply["audit_ms"].append(wall)
                 reply["audit_excess_ms"].append(excess)
+            # Every copy into the pool lands before the reply: the reference reads it next.
+            self._sync()
         return reply
 
     def _audit(self, blocker_cycles):
@@ -270,11 +285,6 @@ class TimedModel:
         wall = (time.perf_counter() - t0) * 1e3
         del out
         return wall - self.blocked.elapsed_time(self.start), wall - self.blocked.elapsed_time(self.stop)
-
-    def take_kept(self):
-        """The kept (sample index, output) of the last block, handed over once."""
-        kept, self.kept = self.kept, None
-        return kept
 
 
 class KernelBenchModel:
@@ -384,10 +394,10 @@ def handle(worker, req):
         if req.mode == "server":
             worker.timed = ServerModel(worker.model, worker.task, req.seed, worker.device, worker.precision)
             return worker.timed.warm
-        worker.timed = TimedModel(worker.model, worker.task, req.seed, worker.device, worker.precision)
+        worker.timed = TimedModel(worker.model, worker.task, req.seed, worker.device, worker.precision, req.kept)
         return worker.timed.warmup(req.cycles_per_us)
     if isinstance(worker.timed, KernelBenchModel):
         return worker.timed.samples(req.n)
     if isinstance(worker.timed, ServerModel):
         return worker.timed.requests(req.gaps_ms)
-    return worker.timed.samples(req.n, _or(req.blocker_cycles, 0), _or(req.audits, 0), _or(req.burst, 1))
+    return worker.timed.samples(req.n, _or(req.blocker_cycles, 0), _or(req.audits, 0), _or(req.burst, 1), req.seed, _or(req.keep, 0))

@@ -1,0 +1,125 @@
+"""The outputs of every timed call, kept where the reference worker reads them
+(`timing.timed_output_check`, docs/checks.md "Trust model").
+
+A timed call's output is copied into its slot of a pool after the call's stop event: slot
+``keep + j`` for the block's draw ``j`` (wrapping when a round makes more calls than the pool
+holds). After a round kbench picks one call of the candidate's blocks with randomness the
+candidate never sees and has the reference worker read that slot directly: on the GPU through
+CUDA IPC (the pool is exported once, at set-up), elsewhere through files on tmpfs mapped by both
+workers. Between the candidate's reply and that read no request reaches the candidate, so a call
+that did no work cannot be made good afterwards: every call of a block must have left a correct
+output, and the work that made it is inside the request's wall time, which kbench measures
+(`timing.wall_envelope`).
+
+Both arms keep their outputs (the reference's pool is never read), so neither arm's wall time
+holds more copying than the other's.
+"""
+
+import torch
+
+from . import outputs, transfer
+from .harness import OutputTypeError
+
+# The most calls a round asks of one arm: two blocks of at most 10 samples of at most 32 calls.
+MAX_SLOTS = 640
+# The pool may take this share of the GPU's memory (the other worker keeps one too).
+GPU_SHARE = 0.05
+# On the host (the CPU, or a GPU whose workers cannot share memory by IPC).
+HOST_BYTES = 256 << 20
+
+
+def _nbytes(tensors):
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+class Pool:
+    """Slots for the outputs of one arm's timed calls, shaped after a warm-up call's output.
+    ``path``: where its files go (host memory); None keeps it on the output's GPU."""
+
+    def __init__(self, out, path=None):
+        outputs.exact_type(out)
+        tensors = outputs.tensors(out)
+        self.container = outputs._container(out)
+        self.path = path
+        on_gpu = path is None and bool(tensors) and all(t.is_cuda for t in tensors)
+        if on_gpu:
+            budget = GPU_SHARE * torch.cuda.mem_get_info(tensors[0].device)[1]
+        else:
+            budget = HOST_BYTES
+        self.slots = int(max(1, min(MAX_SLOTS, budget // max(_nbytes(tensors), 1))))
+        if on_gpu:
+            self.buffers = [torch.empty((self.slots, *t.shape), dtype=t.dtype, device=t.device) for t in tensors]
+        else:
+            self.buffers = [self._mapped(i, t) for i, t in enumerate(tensors)]
+
+    def _mapped(self, i, t):
+        if self.path is None:
+            return torch.empty((self.slots, *t.shape), dtype=t.dtype)
+        size = self.slots * t.numel()
+        return torch.from_file(f"{self.path}.{i}", shared=True, size=max(size, 1), dtype=t.dtype)[:size].view(self.slots, *t.shape)
+
+    def keep(self, slot, out):
+        """Copy a timed call's output into ``slot``: the same structure as the warm-up's, or the
+        call's verdict is that it changed (`outputs.exact_type`)."""
+        outputs.exact_type(out)
+        tensors = outputs.tensors(out)
+        if outputs._container(out) != self.container or len(tensors) != len(self.buffers):
+            raise OutputTypeError("outputs.exact_type: a timed call returned another structure than the warm-up's")
+        for buffer, t in zip(self.buffers, tensors):
+            if t.shape != buffer.shape[1:] or t.dtype != buffer.dtype:
+                raise OutputTypeError(f"outputs.exact_type: a timed call returned {t.dtype} {list(t.shape)}, the warm-up {buffer.dtype} {list(buffer.shape[1:])}")
+            buffer[slot % self.slots].copy_(t)
+
+    def describe(self):
+        """What the reference worker needs to read the pool (plain JSON, never a pickle)."""
+        described = {"slots": self.slots, "container": self.container}
+        if self.path is None and self.buffers[0].is_cuda:
+            return {**described, "ipc": transfer.export_cuda(tuple(self.buffers))}
+        if self.path is None:
+            return described  # host memory no other process reads (a reference's arm)
+        files = [
+            {"path": f"{self.path}.{i}", "shape": list(b.shape), "dtype": str(b.dtype).removeprefix("torch.")}
+            for i, b in enumerate(self.buffers)
+        ]
+        return {**described, "files": files}
+
+
+def _dtype(name):
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise OutputTypeError(f"the kept outputs name an unknown dtype {name}")
+    return dtype
+
+
+def read(description, slot):
+    """The reference worker's view of one slot of the candidate's pool: its outputs, as
+    forward returned them (one tensor, or a tuple). Raises OutputTypeError when the pool
+    cannot be read: the candidate described it."""
+    try:
+        return _read(description, slot)
+    except OutputTypeError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever the description makes fail
+        raise OutputTypeError(f"the kept outputs could not be read: {type(exc).__name__}: {exc}") from exc
+
+
+def _read(description, slot):
+    slots = description.get("slots")
+    if type(slots) is not int or not 0 <= slot < slots:
+        raise OutputTypeError(f"the kept outputs hold {slots!r} slots, not slot {slot}")
+    if "ipc" in description:
+        shared = transfer.import_cuda(description["ipc"])
+        buffers = list(shared) if isinstance(shared, tuple) else [shared]
+    else:
+        buffers = []
+        for f in description["files"]:
+            shape, dtype = [int(s) for s in f["shape"]], _dtype(f["dtype"])
+            numel = 1
+            for s in shape:
+                numel *= s
+            buffers.append(torch.from_file(f["path"], shared=False, size=max(numel, 1), dtype=dtype)[:numel].view(shape))
+    for b in buffers:
+        if b.dim() == 0 or b.shape[0] != slots:
+            raise OutputTypeError(f"a kept output buffer of shape {list(b.shape)} does not hold {slots} slots")
+    kept = tuple(b[slot] for b in buffers)
+    return kept if description.get("container") else kept[0]
