@@ -14,6 +14,7 @@
 
 pub mod atomic_file;
 pub mod bundled;
+pub mod cache_key;
 pub mod check;
 pub mod cli;
 pub mod cmd;

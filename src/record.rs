@@ -170,6 +170,10 @@ pub struct Build {
     /// when the slot's load was a cache hit; None when the candidate never loaded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot_compiled: Option<Vec<String>>,
+    /// Why the cache's record of this build was not trusted (it did not authenticate under the
+    /// cache's key), in the evaluation that built it again only.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cache_note: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -21,6 +21,9 @@ use std::process::{Command, Stdio};
 
 use crate::worker::Spawn;
 
+/// A host folder bound into the sandbox (`host`), and where the confined process sees it.
+pub type Bind<'a> = (&'a Path, &'a Path);
+
 /// The uid and gid submission code runs as when kbench is root (`nobody`).
 pub const SANDBOX_UID: u32 = 65534;
 /// Most open files of a confined process.
@@ -144,10 +147,10 @@ impl Confinement {
             .map(|_| SANDBOX_UID)
     }
 
-    /// `spec` run inside the sandbox, with `writable` (host paths) bound read-write at the same
-    /// place, and `shm` (a host folder) as its `/dev/shm` where given (else a private one);
-    /// unchanged when unconfined.
-    pub fn wrap(&self, spec: &Spawn, writable: &[PathBuf], shm: Option<&Path>) -> Spawn {
+    /// `spec` run inside the sandbox, with each of `writable` (a host folder, and where the
+    /// process sees it) bound read-write, and `shm` (a host folder) as its `/dev/shm` where given
+    /// (else a private one); unchanged when unconfined.
+    pub fn wrap(&self, spec: &Spawn, writable: &[Bind<'_>], shm: Option<&Path>) -> Spawn {
         match &self.jail {
             Some(jail) => jail.wrap(spec, writable, shm, true),
             None => spec.clone(),
@@ -162,6 +165,11 @@ impl Confinement {
             Some(jail) => jail.wrap(spec, &[], Some(shm), false),
             None => spec.clone(),
         }
+    }
+
+    /// Whether submission code runs confined (else it sees and writes what kbench does).
+    pub fn confines(&self) -> bool {
+        self.jail.is_some()
     }
 
     /// Where a process started by `wrap` with `shm` sees that folder.
@@ -293,30 +301,32 @@ impl Jail {
         s
     }
 
-    /// Script lines binding the read-only paths and `writable` at their places, outer first
-    /// where paths lie under each other.
-    fn binds(&self, writable: &[PathBuf]) -> String {
-        let mut binds: Vec<(String, bool)> = self
+    /// Script lines binding the read-only paths at their places and `writable` where they are
+    /// seen, outer first where places lie under each other.
+    fn binds(&self, writable: &[Bind<'_>]) -> String {
+        let mut binds: Vec<(&Path, &Path, bool)> = self
             .readonly
             .iter()
-            .map(|p| (p.display().to_string(), false))
-            .chain(writable.iter().map(|p| (p.display().to_string(), true)))
+            .map(|p| (p.as_path(), p.as_path(), false))
+            .chain(writable.iter().map(|&(host, seen)| (host, seen, true)))
             .collect();
-        binds.sort_by_key(|(p, _)| p.len());
+        binds.sort_by_key(|(_, seen, _)| seen.as_os_str().len());
         binds.dedup();
         let mut s = String::new();
-        for (path, rw) in binds {
-            let real = Path::new(&path)
-                .canonicalize()
-                .map_or(path.clone(), |p| p.display().to_string());
+        for (host, seen, rw) in binds {
+            let real = host.canonicalize().unwrap_or_else(|_| host.to_path_buf());
             let f = if rw { "w" } else { "b" };
-            s += &format!("{f} {} {}\n", quote(&real), quote(&path));
+            s += &format!(
+                "{f} {} {}\n",
+                quote(&real.display().to_string()),
+                quote(&seen.display().to_string())
+            );
         }
         s
     }
 
     /// The shell script that builds the private root and drops privileges, then runs "$@".
-    fn script(&self, writable: &[PathBuf], shm: Option<&Path>, own_pids: bool) -> String {
+    fn script(&self, writable: &[Bind<'_>], shm: Option<&Path>, own_pids: bool) -> String {
         let mut s = String::from(
             "set -e\n\
              b() { mkdir -p \"$R$2\"; mount --rbind \"$1\" \"$R$2\"; \
@@ -369,7 +379,7 @@ impl Jail {
     fn wrap(
         &self,
         spec: &Spawn,
-        writable: &[PathBuf],
+        writable: &[Bind<'_>],
         shm: Option<&Path>,
         own_pids: bool,
     ) -> Spawn {
@@ -523,7 +533,7 @@ mod tests {
                 log: PathBuf::new(),
                 cwd: std::env::temp_dir(),
             };
-            let wrapped = jail.wrap(&spec, std::slice::from_ref(&rw), Some(&shm), true);
+            let wrapped = jail.wrap(&spec, &[(&rw, &rw)], Some(&shm), true);
             let out = Command::new(&wrapped.python)
                 .args(&wrapped.args)
                 .output()
@@ -549,6 +559,83 @@ mod tests {
             let uid = if as_root { "65534" } else { "0" };
             assert_eq!(lines[lines.len() - 1], uid, "{text}");
         }
+    }
+
+    /// A worker started before it knows its submission (the candidate) writes only the folder
+    /// bound for it: the build folder moved into that folder after it started is writable there,
+    /// a sibling build folder and the builds root are out of its sight.
+    #[test]
+    fn a_confined_process_cannot_write_a_sibling_build_folder() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let (builds, workspace, mnt) = (
+            dir.path().join("builds"),
+            dir.path().join("workspace"),
+            dir.path().join("mnt"),
+        );
+        for d in [&builds.join("own"), &builds.join("other"), &workspace, &mnt] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(builds.join("other/build.json"), "{}").unwrap();
+        // SAFETY: plain syscall without arguments.
+        let root = unsafe { libc::geteuid() } == 0;
+        let jail = Jail {
+            readonly: Vec::new(),
+            as_root: root,
+            gpu: false,
+            mountpoint: mnt,
+        };
+        if jail.try_true().is_err() {
+            return; // this host cannot confine: nothing to check
+        }
+        let c = Confinement {
+            jail: Some(jail),
+            label: String::new(),
+        };
+        for d in [&builds, &workspace] {
+            c.give(d).unwrap();
+        }
+        let inner = format!(
+            "read go; touch /kbench/build/mine && echo own-written; \
+             echo poisoned > {b}/other/build.json 2>/dev/null && echo sibling-written; \
+             ls {b} >/dev/null 2>&1 && echo root-seen; \
+             find / \\( -path /proc -o -path /sys -o -path /usr \\) -prune -o -name build.json \\
+             -print 2>/dev/null | grep -q . && echo sibling-found; echo done",
+            b = builds.display()
+        );
+        let spec = Spawn {
+            python: "sh".into(),
+            args: vec!["-c".into(), inner],
+            env: Vec::new(),
+            log: PathBuf::new(),
+            cwd: std::env::temp_dir(),
+        };
+        let wrapped = c.wrap(&spec, &[(&workspace, Path::new("/kbench"))], None);
+        let mut child = Command::new(&wrapped.python)
+            .args(&wrapped.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Lent once the process runs, as an evaluation lends its submission's build.
+        std::fs::rename(builds.join("own"), workspace.join("build")).unwrap();
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("own-written"), "{text}");
+        assert!(workspace.join("build/mine").exists(), "{text}");
+        for escaped in ["sibling-written", "root-seen", "sibling-found"] {
+            assert!(!text.contains(escaped), "{text}");
+        }
+        assert!(text.contains("done"), "{text}");
+        let other = std::fs::read_to_string(builds.join("other/build.json")).unwrap();
+        assert_eq!(other, "{}");
     }
 
     /// The trusted worker beside a confined one runs as the same uid, sees their shared folder
@@ -646,9 +733,16 @@ mod tests {
             gpu: false,
             mountpoint: "/c/sandbox-root".into(),
         };
-        let script = jail.script(&["/x/builds".into()], None, true);
+        let script = jail.script(
+            &[(Path::new("/x/builds/ab"), Path::new("/kbench/build"))],
+            None,
+            true,
+        );
         assert!(script.contains("b '/opt/py' '/opt/py'"), "{script}");
-        assert!(script.contains("w '/x/builds' '/x/builds'"), "{script}");
+        assert!(
+            script.contains("w '/x/builds/ab' '/kbench/build'"),
+            "{script}"
+        );
         assert!(script.contains("kbench-shm"), "{script}");
         let shared = jail.script(&[], Some(Path::new("/x/exchange")), false);
         assert!(shared.contains("w '/x/exchange' /dev/shm"), "{shared}");

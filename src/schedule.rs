@@ -223,6 +223,7 @@ mod tests {
                 warm_note: String::new(),
                 pool_compiled: Vec::new(),
                 slot_compiled: None,
+                cache_note: String::new(),
             }
         }
 

@@ -18,6 +18,12 @@ fn python() -> String {
 }
 
 fn eval(dir: &Path, out: &Path, extra: &[&str]) -> Output {
+    // Builds persist across test runs in the target folder; CI starts empty.
+    eval_in(&root().join("target/kbench-test-cache"), dir, out, extra)
+}
+
+/// `eval` with the build cache at `cache`.
+fn eval_in(cache: &Path, dir: &Path, out: &Path, extra: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kbench"))
         .arg("eval")
         .arg(dir)
@@ -38,8 +44,7 @@ fn eval(dir: &Path, out: &Path, extra: &[&str]) -> Output {
         .arg("--out")
         .arg(out)
         .args(extra)
-        // Builds persist across test runs in the target folder; CI starts empty.
-        .env("KBENCH_CACHE", root().join("target/kbench-test-cache"))
+        .env("KBENCH_CACHE", cache)
         .output()
         .expect("run kbench")
 }
@@ -349,6 +354,62 @@ fn attacks_succeed_unconfined() {
             .contains("incorrect")
     });
     assert!(rewritten, "the daemon did not rewrite the reports");
+}
+
+/// One submission cannot corrupt another's cached build: a pure-PyTorch attack evaluated after an
+/// honest file was built rewrites every other build record it can reach to `failed` (appending
+/// to the artifacts and hashing them again as kbench does). Confined it reaches none, and the
+/// honest file is reused from the cache untouched; unconfined it rewrites the record, which then
+/// does not authenticate under the cache's key, so the honest file is built again and passes, its
+/// evaluation saying why. On a cache of its own.
+#[test]
+fn a_submission_cannot_poison_anothers_cached_build() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let fixtures = root().join("tests/fixtures/cpu/level1/19_ReLU");
+    for (tree, file) in [
+        ("victim", "build_in_init.py"),
+        ("attack", "cheat_poison_build_cache.py"),
+    ] {
+        let dir = tmp.path().join(tree).join("level1/19_ReLU");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(fixtures.join(file), dir.join(file)).unwrap();
+    }
+    let mut runs = 0;
+    let mut run = |tree: &str, extra: &[&str]| {
+        runs += 1;
+        let out = tmp.path().join(format!("run-{runs}"));
+        let output = eval_in(&cache, &tmp.path().join(tree), &out, extra);
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        let evals = evaluations(&out);
+        let (_, e) = evals
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| panic!("{stderr}"));
+        let said = format!("{} {}: {stderr}", e["verdict"], e["reason"]);
+        (e, said)
+    };
+    let (built, said) = run("victim", &[]);
+    assert_eq!(built["verdict"], "pass", "{said}");
+    for sandbox in ["auto", "off"] {
+        let (attack, said) = run("attack", &["--sandbox", sandbox]);
+        assert_eq!(attack["verdict"], "no_kernel", "{said}");
+        let (victim, said) = run("victim", &[]);
+        assert_eq!(
+            victim["verdict"], "pass",
+            "after the {sandbox} attack: {said}"
+        );
+        let build = &victim["build"];
+        // The slot loaded the pool's build where the pool built it: nothing compiled again.
+        assert_eq!(build["slot_compiled"], serde_json::json!([]), "{build}");
+        if sandbox == "auto" {
+            assert_eq!(build["cache_hit"], true, "{build}");
+        } else {
+            assert_eq!(build["cache_hit"], false, "{build}");
+            let note = build["cache_note"].as_str().unwrap_or_default();
+            assert!(note.contains("not trusted"), "{build}");
+        }
+    }
 }
 
 #[test]

@@ -8,6 +8,7 @@
 
 use std::path::PathBuf;
 
+use crate::cache_key;
 use crate::check;
 use crate::cli::{EvalArgs, TaskSource};
 use crate::config::{self, Config, GpuUse};
@@ -86,10 +87,12 @@ pub fn run(args: &EvalArgs) -> Result<Exit> {
         config.cuda_arch_list
     );
     let confinement = confine(&config, &worker_path)?;
+    let cache_key =
+        cache_key::CacheKey::open(&config.cache).map_err(|e| Error::write(&config.cache, e))?;
     let backend = pipeline::Python::new(
         &config,
         worker_path,
-        build_key,
+        (build_key, cache_key),
         &facts,
         timing_cpus,
         confinement,

@@ -1,8 +1,8 @@
 //! The compile pool's work and the build cache: each submission imported (and its ModelNew
 //! warmed up) in a compile worker on the CPU, into a content-addressed build folder
 //! (`build_dir`) that the candidate worker later loads from (`build_env`). A build is reused only
-//! while its artifacts hash as they did when built. Decides no verdict: a failed build is a
-//! `Build` status that `decide` maps.
+//! while its record authenticates under the cache's key (`CacheKey`) and its artifacts hash as
+//! they did when built. Decides no verdict: a failed build is a `Build` status that `decide` maps.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -17,6 +17,7 @@ use crate::worker::{ErrorKind, Failure, Link, Reply, Spawn};
 
 use super::replies::Built;
 use super::stage::stage_submission;
+use super::workspace::build_bind;
 use super::{Python, Spawner};
 
 type WarmReply = Result<Reply<Built>, Failure>;
@@ -28,11 +29,15 @@ impl<S: Spawner> Python<'_, S> {
         let started = Instant::now();
         let dir = self.build_dir(submission);
         let (log, log_rel) = self.log_path(submission, "build");
-        if let Some(mut build) = self.reusable(&dir) {
-            build.cache_hit = true;
-            build.seconds = started.elapsed().as_secs_f64();
-            return build;
-        }
+        let cache_note = match self.cached(&dir) {
+            Cached::Trusted(mut build) => {
+                build.cache_hit = true;
+                build.seconds = started.elapsed().as_secs_f64();
+                return *build;
+            }
+            Cached::Stale => String::new(),
+            Cached::Untrusted(note) => note,
+        };
         let mut build = Build {
             status: BuildStatus::Ok,
             message: String::new(),
@@ -45,6 +50,7 @@ impl<S: Spawner> Python<'_, S> {
             warm_note: String::new(),
             pool_compiled: Vec::new(),
             slot_compiled: None,
+            cache_note: String::new(),
         };
         let builds = builds_anything(&submission.path);
         if builds {
@@ -58,6 +64,7 @@ impl<S: Spawner> Python<'_, S> {
             .map_err(|e| format!("create build folder {}: {e}", dir.display()));
         if made.is_ok() && !builds {
             build.seconds = started.elapsed().as_secs_f64();
+            build.cache_note = cache_note;
             return build;
         }
         if let Err(e) =
@@ -65,17 +72,27 @@ impl<S: Spawner> Python<'_, S> {
         {
             build.status = BuildStatus::Crashed;
             build.message = e;
+            build.cache_note = cache_note;
             return build;
         }
         build.seconds = started.elapsed().as_secs_f64();
         build.artifacts_sha256 = artifacts_hash(&dir);
         // Only outcomes that the same source always gives are cached.
         if matches!(build.status, BuildStatus::Ok | BuildStatus::Failed) {
-            if let Ok(bytes) = serde_json::to_vec_pretty(&build) {
-                let _ = std::fs::write(dir.join("build.json"), bytes);
-            }
+            self.write_record(&dir, &build);
         }
+        // Said by this evaluation only, not by the record later ones reuse.
+        build.cache_note = cache_note;
         build
+    }
+
+    /// Cache `build` as `dir`'s record, with its MAC under the cache's key beside it.
+    fn write_record(&self, dir: &Path, build: &Build) {
+        if let Ok(bytes) = serde_json::to_vec_pretty(build) {
+            let tag = self.cache_key.sign(&folder_name(dir), &bytes);
+            let _ = std::fs::write(dir.join(RECORD), bytes);
+            let _ = std::fs::write(dir.join(RECORD_MAC), tag);
+        }
     }
 
     /// Stage the submission and run a compile worker on it, confined to its build folder `dir`;
@@ -96,7 +113,7 @@ impl<S: Spawner> Python<'_, S> {
         let spec = self.spec("compile", log, env);
         let spec = self
             .confinement
-            .wrap(&spec, &[dir.to_path_buf()], Some(stage.dir.path()));
+            .wrap(&spec, &[build_bind(dir)], Some(stage.dir.path()));
         match self.import_and_warm(&spec, request, build) {
             Ok(v) => {
                 build.kernels = v.kernels;
@@ -110,15 +127,32 @@ impl<S: Spawner> Python<'_, S> {
         Ok(())
     }
 
-    /// The cached build in `dir`, if it may be reused: only while its artifacts hash as they did
-    /// when built (a submission, or anything else, that rewrote them since gets a fresh build),
-    /// and once its folder is the sandbox's again (the candidate writes there: locks, JIT caches).
-    fn reusable(&self, dir: &Path) -> Option<Build> {
-        std::fs::read(dir.join("build.json"))
+    /// What the cache holds in `dir`: a record reused only while its MAC verifies under the
+    /// cache's key, its artifacts hash as they did when built (a submission, or anything else,
+    /// that rewrote them since gets a fresh build), and once its folder is the sandbox's again
+    /// (the candidate writes there: locks, JIT caches).
+    fn cached(&self, dir: &Path) -> Cached {
+        let Ok(record) = std::fs::read(dir.join(RECORD)) else {
+            return Cached::Stale;
+        };
+        let tag = std::fs::read(dir.join(RECORD_MAC)).unwrap_or_default();
+        let build = serde_json::from_slice::<Build>(&record)
             .ok()
-            .and_then(|b| serde_json::from_slice::<Build>(&b).ok())
-            .filter(|b| b.artifacts_sha256 == artifacts_hash(dir))
-            .filter(|_| self.confinement.give(dir).is_ok())
+            .filter(|_| self.cache_key.verifies(&folder_name(dir), &record, &tag));
+        match build {
+            None => Cached::Untrusted(
+                "the cached build record did not authenticate under the cache's key (tampered \
+                 with, or written by an older kbench): not trusted, built again"
+                    .into(),
+            ),
+            Some(b)
+                if b.artifacts_sha256 == artifacts_hash(dir)
+                    && self.confinement.give(dir).is_ok() =>
+            {
+                Cached::Trusted(Box::new(b))
+            }
+            Some(_) => Cached::Stale,
+        }
     }
 
     /// After an import that defined ModelNew: construct it and call it once on fake tensors in
@@ -193,9 +227,10 @@ impl<S: Spawner> Python<'_, S> {
             .join(format!("{:x}", h.finalize()))
     }
 
-    /// Environment shared by the compile and candidate workers: the build cache of this file.
+    /// Environment shared by the compile and candidate workers: the build cache of this file,
+    /// where they see it.
     pub(super) fn build_env(&self, submission: &Submission) -> Vec<(String, String)> {
-        let dir = self.build_dir(submission);
+        let dir = self.build_seen(submission);
         vec![
             (
                 "TORCH_EXTENSIONS_DIR".into(),
@@ -225,6 +260,31 @@ impl<S: Spawner> Python<'_, S> {
     }
 }
 
+/// What the cache holds for a build folder.
+enum Cached {
+    /// A record that authenticates, of artifacts unchanged: reused.
+    Trusted(Box<Build>),
+    /// No record, or one whose artifacts changed since (JIT caches written at run time): built
+    /// again.
+    Stale,
+    /// A record that does not authenticate, or has no MAC: never trusted, built again, and the
+    /// evaluation says why.
+    Untrusted(String),
+}
+
+/// A build folder's record and its MAC under the cache's key.
+const RECORD: &str = "build.json";
+const RECORD_MAC: &str = "build.mac";
+
+/// The build folder's name (its cache key), which its record's MAC covers: a record moved into
+/// another folder does not authenticate there.
+fn folder_name(dir: &Path) -> String {
+    dir.file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned()
+}
+
 fn first_line(text: &str) -> String {
     text.lines()
         .next()
@@ -235,9 +295,10 @@ fn first_line(text: &str) -> String {
 }
 
 /// SHA-256 over a build folder's files (paths and contents, in path order), leaving out the
-/// bookkeeping that loading a build rewrites (ninja's logs, torch's lock, build.json itself).
-fn artifacts_hash(dir: &Path) -> String {
-    const BOOKKEEPING: [&str; 4] = ["build.json", ".ninja_log", ".ninja_deps", "lock"];
+/// bookkeeping that loading a build rewrites (ninja's logs, torch's lock), and the record and its
+/// MAC.
+pub(super) fn artifacts_hash(dir: &Path) -> String {
+    const BOOKKEEPING: [&str; 5] = [RECORD, RECORD_MAC, ".ninja_log", ".ninja_deps", "lock"];
     let mut h = Sha256::new();
     for entry in walkdir::WalkDir::new(dir)
         .sort_by_file_name()

@@ -64,7 +64,7 @@ impl<S: Spawner> Python<'_, S> {
             .filter(|t| t.host_error.is_some())
             .and_then(|t| self.host_error(&mut reference, t, figures.busy_ms));
         let kernels = profiled.kernels.unwrap_or(kernels);
-        let mapped = mapped_kernel_check(&kernels, candidate.python_pid(), &self.build_dir(sub));
+        let mapped = mapped_kernel_check(&kernels, candidate.python_pid(), &self.build_seen(sub));
         S::finish(reference);
         S::finish(candidate);
         let evidence = KernelEvidence {
@@ -125,8 +125,9 @@ impl<S: Spawner> Python<'_, S> {
 
 /// `kernels.mapped`: whether a kernel the candidate worker reports really ran, seen from outside
 /// its interpreter (which the submission controls): a shared object of the submission's own build
-/// folder (its extension, or Triton's launcher) must be mapped into the worker's process. CuPy
-/// kernels load through the driver, not as files: reported, not verified.
+/// folder (its extension, or Triton's launcher; `build_dir` is where the worker sees it) must be
+/// mapped into the worker's process. CuPy kernels load through the driver, not as files:
+/// reported, not verified.
 fn mapped_kernel_check(kernels: &[String], pid: u32, build_dir: &Path) -> Check {
     let check = |outcome, evidence| Check {
         name: "kernels.mapped".into(),

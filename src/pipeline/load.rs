@@ -19,6 +19,7 @@ use crate::worker::{Link, Reply, Spawn};
 
 use super::replies::Loaded;
 use super::stage::{stage_submission, Exchange};
+use super::workspace::Workspace;
 use super::{Python, Spawner};
 
 /// Two fresh workers and the logs they write until an evaluation claims them.
@@ -27,6 +28,9 @@ pub(super) struct Pair<W> {
     pub candidate: W,
     pub logs: [PathBuf; 2],
     pub exchange: Exchange,
+    /// The candidate's workspace, where the evaluation lends its build (`lend`); none when
+    /// unconfined.
+    pub workspace: Option<Workspace>,
 }
 
 impl<S: Spawner> Python<'_, S> {
@@ -46,14 +50,17 @@ impl<S: Spawner> Python<'_, S> {
         let logs = [log("reference"), log("candidate")];
         let exchange = self.exchange()?;
         let shared = exchange.dir.path();
-        let builds = [self.config.cache.join("builds")];
+        // The candidate writes only its workspace (`workspace`), not the builds folder.
+        let workspace = self.workspace()?;
+        let writable: Vec<_> = workspace.iter().map(Workspace::bind).collect();
         let reference = self.spec("reference", &logs[0], device_env.clone());
         let candidate = self.spec("candidate", &logs[1], device_env);
         Ok(Pair {
             reference: self.start(&self.confinement.beside(&reference, shared))?,
-            candidate: self.start(&self.confinement.wrap(&candidate, &builds, Some(shared)))?,
+            candidate: self.start(&self.confinement.wrap(&candidate, &writable, Some(shared)))?,
             logs,
             exchange,
+            workspace,
         })
     }
 

@@ -17,6 +17,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Mutex;
 use std::time::Instant;
 
+use crate::cache_key::CacheKey;
 use crate::config::Config;
 use crate::lanes::Gate;
 use crate::nvml::Nvml;
@@ -37,6 +38,7 @@ mod load;
 mod replies;
 mod stage;
 mod verify;
+mod workspace;
 
 #[cfg(test)]
 mod tests;
@@ -93,6 +95,8 @@ pub struct Python<'a, S: Spawner = Processes> {
     worker_path: PathBuf,
     /// torch version and GPU architectures: part of every build's cache key.
     build_key: String,
+    /// The key that authenticates the cache's build records.
+    cache_key: CacheKey,
     /// Per slot, reference and candidate workers started ahead of need (Python, torch and the
     /// CUDA context take seconds), each used for one evaluation only.
     ready: Vec<Mutex<VecDeque<Pair<S::Worker>>>>,
@@ -119,10 +123,12 @@ const PROFILE_STREAM: u64 = u64::MAX - 1;
 const STATE_STREAM: u64 = u64::MAX - 3;
 
 impl<'a> Python<'a> {
+    /// The backend of a run; `build_key` is torch's version and the architectures (part of every
+    /// build folder's name), `cache_key` the cache's key of build records.
     pub fn new(
         config: &'a Config,
         worker_path: PathBuf,
-        build_key: String,
+        (build_key, cache_key): (String, CacheKey),
         facts: &'a HashMap<TaskId, TaskFacts>,
         timing_cpus: Vec<usize>,
         confinement: Confinement,
@@ -133,6 +139,7 @@ impl<'a> Python<'a> {
             spawner: Processes,
             worker_path,
             build_key,
+            cache_key,
             ready: (0..config.slots())
                 .map(|_| Mutex::new(VecDeque::new()))
                 .collect(),
@@ -245,12 +252,19 @@ impl<S: Spawner> Python<'_, S> {
         // Before the workers: dropped after them, once their GPU memory is freed.
         let mut hold = self.gates[slot].enter(alone);
         eval.phases.gpu_wait_s = hold.waited.as_secs_f64();
+        let mut pair = self.take_pair(slot).map_err(Cause::Unready)?;
+        // Bound before the workers, so it is dropped, and the build folder moved back, after
+        // they have ended.
+        let _lent = self
+            .lend(sub, pair.workspace.take())
+            .map_err(Cause::Unready)?;
         let Pair {
             mut reference,
             mut candidate,
             logs,
             exchange,
-        } = self.take_pair(slot).map_err(Cause::Unready)?;
+            ..
+        } = pair;
         eval.logs = self.claim_logs(sub, &logs);
 
         let started = Instant::now();

@@ -53,6 +53,7 @@ mod scripted {
             match spec.args.last().map(String::as_str) {
                 Some("reference") => Ok(Scripted::new(self.reference)),
                 Some("candidate") => Ok(Scripted::new(self.candidate)),
+                Some("compile") => Ok(Scripted::new(compile as Script)),
                 other => Err(io::Error::other(format!("no script for {other:?}"))),
             }
         }
@@ -89,6 +90,16 @@ mod scripted {
             Request::State(_) => fake::ok(json!({"checks": []})),
             Request::Profile(_) => fake::ok(json!({
                 "profile": {}, "kernels": ["cupy:relu"], "checks": [],
+            })),
+            other => unexpected(other),
+        }
+    }
+
+    /// A compile worker whose import built an extension.
+    fn compile(request: &Request) -> Answer {
+        match request {
+            Request::Compile(_) => fake::ok(json!({
+                "kernels": ["cpp_extension.load_inline:relu"], "compiled": ["relu"],
             })),
             other => unexpected(other),
         }
@@ -203,6 +214,7 @@ mod scripted {
             spawner: scripts,
             worker_path: PathBuf::new(),
             build_key: "scripted".into(),
+            cache_key: CacheKey::open(&config.cache).unwrap(),
             ready: vec![Mutex::new(VecDeque::new())],
             started: AtomicUsize::new(0),
             gpus: Vec::new(),
@@ -380,6 +392,64 @@ mod scripted {
         // A file's findings go to its one evaluation.
         let again = python.evaluate(&task, &sub, &build, 0);
         assert!(again.findings.is_empty());
+    }
+
+    /// A cached build is reused only while its record authenticates under the cache's key and
+    /// its artifacts are unchanged: a record rewritten without the key (a submission that made
+    /// another's build read `failed`), or without its MAC (an older kbench's), is built again and
+    /// that evaluation says so; so is an artifact changed since, even with the record rewritten
+    /// to the artifacts' new hash.
+    #[test]
+    fn a_cached_build_is_reused_only_while_its_record_authenticates() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = config(dir.path());
+        let facts = facts();
+        let python = backend(
+            &config,
+            &facts,
+            Scripts {
+                reference,
+                candidate,
+            },
+        );
+        let (task, sub) = pair(dir.path());
+        std::fs::write(&sub.path, "# load_inline\nclass ModelNew:\n    pass\n").unwrap();
+        let folder = python.build_dir(&sub);
+        let record = folder.join("build.json");
+        let built = python.compile(&task, &sub);
+        assert!(!built.cache_hit && built.cache_note.is_empty(), "{built:?}");
+        assert!(python.compile(&task, &sub).cache_hit);
+        let forge = |status: BuildStatus| {
+            let mut b = built.clone();
+            b.status = status;
+            b.message = "error: poisoned".into();
+            b.artifacts_sha256 = build::artifacts_hash(&folder);
+            std::fs::write(&record, serde_json::to_vec_pretty(&b).unwrap()).unwrap();
+        };
+        let untrusted = |b: &Build| {
+            !b.cache_hit && b.status == BuildStatus::Ok && b.cache_note.contains("not trusted")
+        };
+
+        // Rewritten to `failed`: built again, said once.
+        forge(BuildStatus::Failed);
+        let rebuilt = python.compile(&task, &sub);
+        assert!(untrusted(&rebuilt), "{rebuilt:?}");
+        let next = python.compile(&task, &sub);
+        assert!(next.cache_hit && next.cache_note.is_empty(), "{next:?}");
+        // Without its MAC.
+        std::fs::remove_file(folder.join("build.mac")).unwrap();
+        assert!(untrusted(&python.compile(&task, &sub)));
+        // An artifact added: built again; with the record rewritten to the new hash, that
+        // record is not trusted.
+        let artifact = folder.join("torch_extensions/relu.so");
+        std::fs::create_dir_all(artifact.parent().unwrap()).unwrap();
+        std::fs::write(&artifact, b"ELF").unwrap();
+        let stale = python.compile(&task, &sub);
+        assert!(!stale.cache_hit && stale.cache_note.is_empty(), "{stale:?}");
+        std::fs::create_dir_all(artifact.parent().unwrap()).unwrap();
+        std::fs::write(&artifact, b"ELF").unwrap();
+        forge(BuildStatus::Ok);
+        assert!(untrusted(&python.compile(&task, &sub)));
     }
 
     #[test]

@@ -89,6 +89,7 @@ pub(crate) mod tests {
                 warm_note: String::new(),
                 pool_compiled: Vec::new(),
                 slot_compiled: None,
+                cache_note: String::new(),
             }),
             findings: vec![],
             trials: vec![Trial {

@@ -1,0 +1,110 @@
+//! Where confined workers write: the compile worker its submission's build folder, bound at
+//! `BUILD_SEEN`; a candidate worker its workspace, an empty folder bound at `WORKSPACE_SEEN`, into
+//! which the evaluation lends the submission's build folder once it knows the submission.
+//!
+//! Candidate workers start before kbench knows which submission they will run (Python, torch
+//! and the CUDA context take seconds), and a sandbox's mounts are made when it starts. Binding
+//! the whole builds folder let one submission rewrite another's cached build, and starting the
+//! candidate once its submission is known would put its start-up back on every evaluation's
+//! path. So each pre-started candidate gets a workspace of its own, and the evaluation moves the
+//! build folder into it (a rename within the builds folder: no copy) and back once the workers
+//! have ended. The candidate sees it at `BUILD_SEEN`, where the compile worker built it, so
+//! torch's and ninja's paths match and the pool's build is found again.
+//!
+//! Unconfined, the workers see the build folder where it lies and nothing is lent.
+
+use std::path::{Path, PathBuf};
+
+use crate::sandbox::Bind;
+use crate::submission::Submission;
+
+use super::{Python, Spawner};
+
+/// Where a confined candidate sees its workspace.
+const WORKSPACE_SEEN: &str = "/kbench";
+/// Where confined workers see the submission's build folder.
+const BUILD_SEEN: &str = "/kbench/build";
+
+/// A pre-started candidate's workspace: the one folder of the cache it may write, removed (with
+/// whatever it left there) when dropped.
+pub(super) struct Workspace(tempfile::TempDir);
+
+/// A submission's build folder lent to a workspace for one evaluation, moved back when dropped.
+pub(super) struct Lent {
+    workspace: Workspace,
+    home: PathBuf,
+}
+
+impl Workspace {
+    /// The candidate's one writable bind: its workspace, where it sees it.
+    pub(super) fn bind(&self) -> Bind<'_> {
+        (self.0.path(), Path::new(WORKSPACE_SEEN))
+    }
+
+    fn build(&self) -> PathBuf {
+        self.0.path().join("build")
+    }
+}
+
+impl Drop for Lent {
+    /// Where the build folder is back already (an identical file was built again meanwhile),
+    /// the rename fails and the lent copy goes with the workspace.
+    fn drop(&mut self) {
+        let _ = std::fs::rename(self.workspace.build(), &self.home);
+    }
+}
+
+impl<S: Spawner> Python<'_, S> {
+    /// A workspace for a candidate about to start, handed to the sandbox; none when unconfined.
+    pub(super) fn workspace(&self) -> Result<Option<Workspace>, String> {
+        if !self.confinement.confines() {
+            return Ok(None);
+        }
+        // Inside the builds folder, so lending is a rename on one file system.
+        let root = self.config.cache.join("builds/.workspaces");
+        let dir = std::fs::create_dir_all(&root)
+            .and_then(|()| tempfile::Builder::new().prefix("ws-").tempdir_in(&root))
+            .map_err(|e| format!("create a workspace in {}: {e}", root.display()))?;
+        self.confinement
+            .give(dir.path())
+            .map_err(|e| format!("hand {} to the sandbox: {e}", dir.path().display()))?;
+        Ok(Some(Workspace(dir)))
+    }
+
+    /// Lend `sub`'s build folder to `workspace` until the returned guard drops; an empty folder
+    /// where another evaluation of an identical file holds it (the candidate then builds there
+    /// itself). Nothing where unconfined.
+    pub(super) fn lend(
+        &self,
+        sub: &Submission,
+        workspace: Option<Workspace>,
+    ) -> Result<Option<Lent>, String> {
+        let Some(workspace) = workspace else {
+            return Ok(None);
+        };
+        let home = self.build_dir(sub);
+        let lent = workspace.build();
+        let moved = match std::fs::rename(&home, &lent) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir(&lent).and_then(|()| self.confinement.give(&lent))
+            }
+            other => other,
+        };
+        moved.map_err(|e| format!("lend {} to the candidate: {e}", home.display()))?;
+        Ok(Some(Lent { workspace, home }))
+    }
+
+    /// Where `sub`'s workers see its build folder.
+    pub(super) fn build_seen(&self, sub: &Submission) -> PathBuf {
+        if self.confinement.confines() {
+            PathBuf::from(BUILD_SEEN)
+        } else {
+            self.build_dir(sub)
+        }
+    }
+}
+
+/// The compile worker's one writable bind: the build folder `dir`, where it sees it.
+pub(super) fn build_bind(dir: &Path) -> Bind<'_> {
+    (dir, Path::new(BUILD_SEEN))
+}
