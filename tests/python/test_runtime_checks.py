@@ -4,18 +4,20 @@ classification behind profile.library_share. GPU-only checks (poisoned allocator
 L2 limit, profiling) run on a GPU; their pure parts are tested here."""
 
 import _thread
+import ctypes
 import importlib
 import re
 import sys
 import textwrap
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import pytest
 import torch
 
-from kbench_worker import checks, harness, outputs, precision, profile, runtime
+from kbench_worker import checks, harness, outputs, precision, profile, reference, runtime
 from kbench_worker.candidate import Candidate
 from kbench_worker.harness import OutputCheckError, OutputTypeError, TamperError
 from kbench_worker.messages import CheckOutputs, Load, Perturb, State, Time, TimeSetup, Trial
@@ -137,7 +139,7 @@ def test_zeros_do_not_pass_for_tiny_outputs():
     log = checks.Log()
     result = compare(ref, torch.zeros_like(ref), 1e-2, 1e-2, log)
     assert not result["correct"] and "scaled" in result["reason"]
-    assert names(log.entries()) == {"correctness.scaled_tolerance": "fail"}
+    assert names(log.entries()) == {"outputs.structure": "pass", "correctness.scaled_tolerance": "fail"}
 
 
 def test_honest_tiny_outputs_pass():
@@ -147,14 +149,14 @@ def test_honest_tiny_outputs_pass():
     cand = cand / cand.sum(1, keepdim=True)
     log = checks.Log()
     assert compare(ref, cand, 1e-2, 1e-2, log)["correct"]
-    assert names(log.entries()) == {"correctness.scaled_tolerance": "pass"}
+    assert names(log.entries()) == {"outputs.structure": "pass", "correctness.scaled_tolerance": "pass"}
 
 
 def test_ordinary_outputs_keep_atol():
     ref = torch.randn(64, 64)
     log = checks.Log()
     assert compare(ref, ref + 1e-3, 1e-2, 1e-2, log)["correct"]
-    assert log.entries() == []
+    assert names(log.entries()) == {"outputs.structure": "pass"}
 
 
 # -- precision.fp64_error_ratio ----------------------------------------------------------------
@@ -240,11 +242,12 @@ def test_reference_passes_an_honest_matmul_with_every_check(tmp_path):
     """
     ran, checked = _check(tmp_path, task, body, atol=1e-2, rtol=1e-2)
     assert checked["correct"], checked["reason"]
-    assert names(checked["checks"]) == {"inputs.integrity": "pass", "precision.fp64_error_ratio": "pass"}
+    assert names(checked["checks"]) == {"inputs.integrity": "pass", "outputs.structure": "pass", "precision.fp64_error_ratio": "pass"}
     assert names(ran["checks"]) == {
         "outputs.exact_type": "pass",
         "outputs.alias": "pass",
         "runtime.thread_count": "pass",
+        "outputs.settled": "pass",
         "precision.tf32_flags": "pass",
         "outputs.independence": "pass",
         "determinism.rerun": "pass",
@@ -319,6 +322,105 @@ def test_candidate_rejects_a_lazy_output(tmp_path):
     """
     with pytest.raises(TamperError, match="outputs.exact_type"):
         trial(make_candidate(tmp_path, body), tmp_path)
+
+
+@pytest.mark.parametrize(
+    "make, why",
+    [
+        (lambda: torch.eye(3).to_sparse(), "layout torch.sparse_coo"),
+        (lambda: torch.eye(3).to_sparse_csr(), "layout torch.sparse_csr"),
+        (lambda: torch.eye(3).to_mkldnn(), "layout torch._mkldnn"),
+        (lambda: torch.nested.nested_tensor([torch.ones(2), torch.ones(3)]), "nested tensor"),
+        (lambda: torch._neg_view(torch.ones(3)), "negative bit"),
+        (lambda: torch.ones(3, dtype=torch.complex64).conj(), "conjugate bit"),
+        (lambda: torch.ones(1).expand(8), "share memory"),
+        (lambda: torch.ones(4, 1).expand(4, 3), "share memory"),
+        (lambda: torch.ones(9).as_strided((3, 3), (1, 1)), "share memory"),
+    ],
+)
+def test_an_odd_layout_is_a_wrong_output(make, why):
+    """Plain torch.Tensors by type, yet not materialised dense tensors: the comparison would
+    raise on them, or read them through a view that does the work (a negation, an expansion)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # nested and sparse CSR tensors are torch's prototypes
+        out = make()
+    with pytest.raises(OutputTypeError, match=f"^outputs.exact_type: output 1 .*{why}"):
+        outputs.exact_type((torch.zeros(1), out))
+
+
+def test_strided_views_pass():
+    padded = torch.ones(4, 8)[:, :5]  # gaps between rows: a view of a padded buffer
+    assert outputs.exact_type([torch.ones(3, 4).t(), padded, torch.ones(0, 3).expand(0, 3), torch.ones(1, 5).expand(1, 5)])[0] == "pass"
+    assert outputs.exact_type(torch.ones(2, 3, 4, 5).to(memory_format=torch.channels_last))[0] == "pass"
+
+
+def test_structure_describes_containers_by_type():
+    t = torch.zeros(1)
+    assert outputs.structure(t) == "tensor"
+    assert outputs.structure([t]) == "list[tensor]"
+    assert outputs.structure((t, (t, t))) == "tuple[tensor, tuple[tensor, tensor]]"
+    assert outputs.structure(torch.zeros(3).max(0)) == "tuple[tensor, tensor]"
+    assert outputs.structure(3) == "int"
+
+
+@pytest.mark.parametrize(
+    "ref, cand",
+    [
+        (lambda t: t, lambda t: [t]),
+        (lambda t: t, lambda t: (t,)),
+        (lambda t: (t, t), lambda t: [t, t]),
+        (lambda t: [t, t], lambda t: (t, t)),
+        (lambda t: (t, t), lambda t: (t, t, t)),
+        (lambda t: (t, (t, t)), lambda t: (t, t, t)),
+        (lambda t: t, lambda t: 3),
+    ],
+)
+def test_an_output_of_another_structure_is_incorrect(ref, cand):
+    t = torch.ones(4)
+    log = checks.Log()
+    result = compare(ref(t), cand(t), 1e-2, 1e-2, log)
+    assert not result["correct"] and result["reason"].startswith("outputs.structure: forward returned"), result
+    assert names(log.entries()) == {"outputs.structure": "fail"}
+
+
+def test_return_types_match_a_plain_tuple():
+    x = torch.randn(3, 4)
+    log = checks.Log()
+    assert compare(x.max(1), tuple(x.max(1)), 1e-2, 1e-2, log)["correct"]
+    assert names(log.entries()) == {"outputs.structure": "pass"}
+
+
+def test_a_list_survives_the_hand_over(tmp_path):
+    """The file keeps a list a list (and a return type a tuple), so the reference worker sees
+    the structure forward returned."""
+    t = torch.ones(2)
+    for out, kind in (([t], list), ((t,), tuple), (t.max(0), tuple)):
+        torch.save({"outputs": harness.to_host(out)}, tmp_path / "o.pt")
+        assert type(torch.load(tmp_path / "o.pt", weights_only=True)["outputs"]) is kind
+
+
+def test_the_reference_worker_blames_what_the_candidate_handed_over():
+    """An exception while the reference worker checks the candidate's outputs or inputs is the
+    candidate's (`incorrect`), never the reference's own error (a skipped evaluation)."""
+    sparse = torch.eye(3).to_sparse()  # what a candidate bypassing its own checks could write
+    with pytest.raises(OutputTypeError, match="^checking what the candidate handed over raised"):
+        reference._handed_over(compare, torch.eye(3), sparse, 1e-2, 1e-2, checks.Log())
+    with pytest.raises(OutputTypeError, match="^checking what the candidate handed over raised"):
+        reference._handed_over(Reference.inputs_integrity, [torch.eye(3)], [sparse], checks.Log())
+
+
+def test_candidate_rejects_a_list_where_the_reference_returns_a_tensor(tmp_path):
+    body = """
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            return [torch.relu(x)]
+    """
+    cand = make_candidate(tmp_path, body)
+    ran, req = trial(cand, tmp_path)
+    assert names(ran["checks"])["outputs.exact_type"] == "pass"
+    ref = Reference(Load(device="cpu", precision="fp32", atol=1e-2, rtol=1e-2, task=str(RELU), set={}, scale="small"))
+    checked = ref.check(CheckOutputs(seed=req.seed, forward_seed=req.forward_seed, candidate_out=req.out))
+    assert not checked["correct"] and checked["reason"] == "outputs.structure: forward returned list[tensor], the reference returns tensor"
 
 
 # -- runtime.thread_count ----------------------------------------------------------------------
@@ -455,6 +557,106 @@ def test_candidate_catches_a_forward_that_leaves_a_thread(tmp_path, release):
     """
     with pytest.raises(TamperError, match="runtime.thread_count"):
         trial(make_candidate(tmp_path, body), tmp_path)
+
+
+_libc = ctypes.CDLL(None)
+_libc.pthread_create.argtypes = [ctypes.POINTER(ctypes.c_ulong), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+_libc.pthread_detach.argtypes = [ctypes.c_ulong]
+
+
+def _native_thread(start, arg):
+    """A thread started through libc, as a submission can through ctypes: no ``_thread``, no
+    ``threading``."""
+    tid = ctypes.c_ulong()
+    assert _libc.pthread_create(ctypes.byref(tid), None, start, arg) == 0
+    _libc.pthread_detach(tid)
+
+
+def _usleep_thread(us):
+    """A native thread with no Python in it: libc's usleep as its start routine."""
+    _native_thread(ctypes.cast(_libc.usleep, ctypes.c_void_p), us)
+
+
+def test_a_native_thread_left_running_is_caught():
+    runtime.warm_thread_pools("cpu")
+    census = runtime.Threads()
+    _usleep_thread(500_000)
+    with pytest.raises(TamperError, match=r"^runtime.thread_count: forward left 1 native thread\(s\) running"):
+        census.check()
+    time.sleep(0.6)
+
+
+def test_a_native_thread_that_ends_is_fine():
+    runtime.warm_thread_pools("cpu")
+    census = runtime.Threads()
+    _usleep_thread(1_000)  # ends within the check's wait
+    assert census.check()[0] == "pass"
+
+
+def test_a_thread_started_before_the_call_is_still_new():
+    """The census is the process before the submission's import: a thread started at import or
+    by an earlier call is as new as one this call started."""
+    runtime.warm_thread_pools("cpu")
+    census = runtime.Threads()
+    _usleep_thread(500_000)
+    time.sleep(0.05)
+    with pytest.raises(TamperError, match="native thread"):
+        census.check()
+    time.sleep(0.5)
+
+
+_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
+
+
+@_CALLBACK
+def _python_on_a_native_thread(arg):
+    time.sleep(0.3)
+    return None
+
+
+def test_python_on_a_native_thread_is_named():
+    """A ctypes callback as a native thread's start routine runs Python that ``_thread`` never
+    started (its count does not grow), yet its frame names it."""
+    runtime.warm_thread_pools("cpu")
+    census = runtime.Threads()
+    _native_thread(ctypes.cast(_python_on_a_native_thread, ctypes.c_void_p), None)
+    time.sleep(0.05)
+    with pytest.raises(TamperError, match="1 Python thread.*test_runtime_checks.py:_python_on_a_native_thread"):
+        census.check()
+    time.sleep(0.3)
+
+
+def test_candidate_catches_a_forward_that_leaves_a_native_thread(tmp_path):
+    body = """
+    import ctypes
+    libc = ctypes.CDLL(None)
+    libc.pthread_create.argtypes = [ctypes.POINTER(ctypes.c_ulong), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            tid = ctypes.c_ulong()
+            libc.pthread_create(ctypes.byref(tid), None, ctypes.cast(libc.usleep, ctypes.c_void_p), 300_000)
+            return torch.relu(x)
+    """
+    with pytest.raises(TamperError, match="runtime.thread_count: forward left 1 native thread"):
+        trial(make_candidate(tmp_path, body), tmp_path)
+    time.sleep(0.3)
+
+
+# -- outputs.settled ---------------------------------------------------------------------------
+
+
+def test_an_output_written_after_the_return_is_caught():
+    out = torch.zeros(4)
+    returned = outputs.snapshot([out])
+    threading.Timer(0.002, out.fill_, (1.0,)).start()
+    with pytest.raises(TamperError, match=r"^outputs.settled: output\(s\) \[0\] changed"):
+        outputs.settled([out], returned)
+
+
+def test_settled_outputs_pass():
+    out = [torch.ones(4), torch.full((2,), float("nan"))]
+    assert outputs.settled(out, outputs.snapshot(out))[0] == "pass"
 
 
 # -- outputs.independence and determinism.rerun ------------------------------------------------

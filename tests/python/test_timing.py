@@ -172,11 +172,11 @@ def test_the_reference_reads_a_file_pool_and_refuses_what_it_does_not_describe(t
             continue
         raise AssertionError(f"read {bad}")
     # A timed call whose output changes structure is refused at once.
-    t.model = lambda x, labels: [x * 2]
+    t.model = lambda x, labels: [x * 2, labels.float()]
     try:
         t.samples(1, blocker_cycles=0, audits=0)
     except harness.OutputTypeError as exc:
-        assert "outputs.exact_type" in str(exc)
+        assert "outputs.structure" in str(exc) and "list[tensor, tensor]" in str(exc)
     else:
         raise AssertionError("kept another structure")
 

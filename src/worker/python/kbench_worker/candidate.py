@@ -37,6 +37,7 @@ class Candidate:
         # Baselines before the submission runs: threads of torch's own pools, true fp32, the L2 limit.
         runtime.strict_fp32()
         runtime.warm_thread_pools(self.device)
+        self.threads = runtime.Threads()
         self.l2 = runtime.L2Limit() if self.cuda else None
         kernels.watch_extensions()
         kernels.build_report("before import")
@@ -91,17 +92,21 @@ class Candidate:
     def call(self, inputs, seed, pattern, log):
         """One forward under the per-call runtime checks, in the order that keeps each one
         meaningful: poison before, the type before any attribute is read, the current stream
-        before the device-wide synchronize, threads and process state after it."""
+        (on the CPU, a copy of the outputs) before the device-wide synchronize, threads, the
+        outputs settled and process state after it."""
         if self.cuda:
             log.run("memory.poisoned_allocator", poison.poison, self.device, pattern)
-        threads = runtime.Threads()
         out = harness.forward(self.model, inputs, seed)
         log.run("outputs.exact_type", outputs.exact_type, out)
+        # On the CPU, the outputs as forward returned them, for `outputs.settled`.
+        returned = None if self.cuda else outputs.snapshot(outputs.tensors(out))
         if self.cuda:
             log.run("timing.stream_join", outputs.stream_join, outputs.tensors(out))
         harness.synchronize(self.device)
         log.run("outputs.alias", integrity.alias, out, inputs, self.model)
-        log.run("runtime.thread_count", threads.check)
+        log.run("runtime.thread_count", self.threads.check)
+        if returned is not None:
+            log.run("outputs.settled", outputs.settled, outputs.tensors(out), returned)
         if self.cuda:
             log.run("runtime.l2_persist_limit", self.l2.check)
         log.run("precision.tf32_flags", runtime.tf32_flags)

@@ -174,9 +174,10 @@ class TamperError(RuntimeError):
 
 
 def to_host(out):
-    """Outputs as plain CPU tensors (a tuple stays a tuple) for the trusted side to load."""
+    """Outputs as plain CPU tensors for the trusted side to load: a list stays a list, any other
+    tuple (torch's named tuples too) becomes a tuple."""
     if isinstance(out, (tuple, list)):
-        return tuple(to_host(t) for t in out)
+        return (list if type(out) is list else tuple)(to_host(t) for t in out)
     if type(out) is not torch.Tensor:
         raise OutputTypeError(f"forward returned {type(out).__name__}, not a torch.Tensor")
     return out.detach().to("cpu", copy=True).contiguous()

@@ -39,7 +39,9 @@ class Pool:
     def __init__(self, out, path=None):
         outputs.exact_type(out)
         tensors = outputs.tensors(out)
-        self.container = outputs._container(out)
+        self.structure = outputs.structure(out)
+        # As `transfer` names it: None (one tensor), "tuple" or "list".
+        self.container = ("list" if type(out) is list else "tuple") if outputs._container(out) else None
         self.path = path
         on_gpu = path is None and bool(tensors) and all(t.is_cuda for t in tensors)
         if on_gpu:
@@ -63,8 +65,8 @@ class Pool:
         call's verdict is that it changed (`outputs.exact_type`)."""
         outputs.exact_type(out)
         tensors = outputs.tensors(out)
-        if outputs._container(out) != self.container or len(tensors) != len(self.buffers):
-            raise OutputTypeError("outputs.exact_type: a timed call returned another structure than the warm-up's")
+        if outputs.structure(out) != self.structure:
+            raise OutputTypeError(f"outputs.structure: a timed call returned {outputs.structure(out)}, the warm-up {self.structure}")
         for buffer, t in zip(self.buffers, tensors):
             if t.shape != buffer.shape[1:] or t.dtype != buffer.dtype:
                 raise OutputTypeError(f"outputs.exact_type: a timed call returned {t.dtype} {list(t.shape)}, the warm-up {buffer.dtype} {list(buffer.shape[1:])}")
@@ -121,5 +123,8 @@ def _read(description, slot):
     for b in buffers:
         if b.dim() == 0 or b.shape[0] != slots:
             raise OutputTypeError(f"a kept output buffer of shape {list(b.shape)} does not hold {slots} slots")
-    kept = tuple(b[slot] for b in buffers)
-    return kept if description.get("container") else kept[0]
+    kept = [b[slot] for b in buffers]
+    container = description.get("container")
+    if container is None:
+        return kept[0]
+    return list(kept) if container == "list" else tuple(kept)

@@ -1,9 +1,13 @@
 """Runtime checks on what forward returned, in the candidate worker.
 
-`outputs.exact_type`, `timing.stream_join`, `outputs.independence`, `determinism.rerun`: each
-returns (outcome, evidence) for `checks.Log.run`, or raises `harness.TamperError` (cheating) or
-`harness.OutputCheckError` (wrong outputs) with a message that starts with the check's name.
+`outputs.exact_type`, `timing.stream_join`, `outputs.settled`, `outputs.independence`,
+`determinism.rerun`: each returns (outcome, evidence) for `checks.Log.run`, or raises
+`harness.TamperError` (cheating) or `harness.OutputCheckError` (wrong outputs) with a message that
+starts with the check's name. `structure` describes outputs for the reference worker's
+`outputs.structure`.
 """
+
+import time
 
 import torch
 
@@ -26,10 +30,21 @@ def tensors(out):
     return list(out) if _container(out) else [out]
 
 
+def structure(out):
+    """What forward returned, by types alone: ``tensor``, or its container (a tuple, torch's
+    named tuples included, or a list) and what that holds, e.g. ``tuple[tensor, tensor]``."""
+    if _container(out):
+        return f"{'list' if type(out) is list else 'tuple'}[{', '.join(map(structure, out))}]"
+    return "tensor" if type(out) is torch.Tensor else type(out).__name__
+
+
 def exact_type(out):
     """`outputs.exact_type`: every output is a plain torch.Tensor, checked before any attribute
-    is read. A Tensor subclass or an object with ``__torch_function__`` can compute when the
-    comparison inspects it, while the timed call did no work."""
+    is read (a Tensor subclass or an object with ``__torch_function__`` can compute when the
+    comparison inspects it, while the timed call did no work), laid out as a reference's outputs
+    are: strided (not sparse, mkldnn or nested), no two elements in the same memory (a stride-0
+    expansion writes one element for many), no conjugate or negative bit (a lazy view that
+    leaves the negation to whoever reads it)."""
     items = list(out) if _container(out) else [out]
     for i, o in enumerate(items):
         kind = type(o)
@@ -38,7 +53,38 @@ def exact_type(out):
         if issubclass(kind, torch.Tensor) or any("__torch_function__" in vars(k) for k in kind.__mro__):
             raise TamperError(f"outputs.exact_type: output {i} is a {kind.__name__}, a tensor-like type that can defer its work")
         raise OutputTypeError(f"outputs.exact_type: output {i} is a {kind.__name__}, not a torch.Tensor")
-    return "pass", f"{len(items)} plain torch.Tensor output(s)"
+    for i, o in enumerate(items):
+        odd = _odd_layout(o)
+        if odd:
+            raise OutputTypeError(f"outputs.exact_type: output {i} {odd}, not a dense strided tensor")
+    return "pass", f"{len(items)} plain strided torch.Tensor output(s)"
+
+
+def _odd_layout(t):
+    """How a plain tensor is laid out other than as a materialised strided tensor, or None."""
+    if t.is_nested:
+        return "is a nested tensor"
+    if t.layout is not torch.strided:
+        return f"has layout {t.layout}"
+    if t.is_conj() or t.is_neg():
+        return f"has its {'conjugate' if t.is_conj() else 'negative'} bit set (a lazy view)"
+    if _overlapping(t):
+        return f"has elements that share memory (strides {list(t.stride())} for shape {list(t.shape)})"
+    return None
+
+
+def _overlapping(t):
+    """Whether two elements of ``t`` can share memory: taken by stride, each dimension of more
+    than one element must step over the whole span of the smaller ones (gaps are fine: a view of
+    a padded buffer is honest)."""
+    if t.numel() < 2:
+        return False
+    span = 1
+    for stride, size in sorted((st, sz) for st, sz in zip(t.stride(), t.shape) if sz > 1):
+        if stride < span:
+            return True
+        span = stride * size
+    return False
 
 
 def bits(t):
@@ -92,6 +138,26 @@ def stream_join(outs):
             "forward left work running on another stream"
         )
     return "pass", f"{len(outs)} output(s) complete when the current stream was"
+
+
+# How long `settled` waits before it compares the outputs again.
+SETTLE_S = 0.02
+
+
+def settled(outs, returned):
+    """`outputs.settled` (CPU): the outputs, copied as soon as forward returned (``returned``),
+    compared again after a short wait. An output that changed meanwhile was written by work
+    forward left running (a thread of any kind, torch's own pools too), which the timed call did
+    not measure. Honest CPU work is complete when forward returns; the GPU's counterpart is
+    `timing.stream_join`."""
+    time.sleep(SETTLE_S)
+    late = [i for i, (o, r) in enumerate(zip(outs, returned)) if not same_bits(o, r)]
+    if late:
+        raise TamperError(
+            f"outputs.settled: output(s) {late} changed within {SETTLE_S * 1000:.0f} ms after forward returned: "
+            "forward left work running that writes them"
+        )
+    return "pass", f"{len(outs)} output(s) unchanged {SETTLE_S * 1000:.0f} ms after forward returned"
 
 
 def _overlap(a, b):

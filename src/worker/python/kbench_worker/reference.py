@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from . import checks, harness, kept, precision, profile, runtime, taskfile, timing, transfer
+from . import cause, checks, harness, kept, outputs, precision, profile, runtime, taskfile, timing, transfer
 from .messages import Checked, CheckKept, CheckOutputs, Load, Loaded, Perturb, Perturbed, Profile, Profiled, Time, Timed, TimeSetup, Warmed
 from .protocol import error, serve
 
@@ -46,15 +46,14 @@ def compare(ref, cand, atol, rtol, log):
     """Verdict of one trial: {'correct', 'reason', 'max_abs_diff', 'max_rel_diff'} and, for
     values beyond the tolerance, the 'output' that missed it; the scaled
     tolerance's entry goes to ``log`` when it tightened atol."""
+    differs = _structure(ref, cand, log)
+    if differs:
+        return {"correct": False, "reason": f"outputs.structure: {differs}"}
     refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
     cands = list(cand) if isinstance(cand, (tuple, list)) else [cand]
-    if len(refs) != len(cands):
-        return {"correct": False, "reason": f"{len(cands)} outputs, expected {len(refs)}"}
     worst_abs = worst_rel = 0.0
     scaled = []  # (evidence, seconds) of outputs whose atol was tightened
     for i, (r, c) in enumerate(zip(refs, cands)):
-        if type(c) is not torch.Tensor:
-            return {"correct": False, "reason": f"output {i} is a {type(c).__name__}, not a torch.Tensor"}
         if tuple(c.shape) != tuple(r.shape):
             return {"correct": False, "reason": f"output {i} has shape {list(c.shape)}, expected {list(r.shape)}"}
         if c.dtype != r.dtype:
@@ -101,6 +100,16 @@ def compare(ref, cand, atol, rtol, log):
     return {"correct": True, "reason": "", "max_abs_diff": finite(worst_abs), "max_rel_diff": finite(worst_rel)}
 
 
+def _structure(ref, cand, log):
+    """`outputs.structure`: the candidate's outputs are built as the reference's: a tensor where
+    it returns a tensor (not a list or tuple of one), a tuple where it returns a tuple and a list
+    where a list, nested alike. Returns how they differ, or None."""
+    expected, got = outputs.structure(ref), outputs.structure(cand)
+    differs = f"forward returned {got}, the reference returns {expected}" if got != expected else None
+    log.add("outputs.structure", "fail" if differs else "pass", differs or got)
+    return differs
+
+
 def _log_scaled(log, scaled, outcome):
     if scaled:
         log.add("correctness.scaled_tolerance", outcome, "; ".join(e for e, _ in scaled), sum(t for _, t in scaled))
@@ -120,6 +129,18 @@ def modified_inputs(pristine, returned):
         if not all(torch.equal(x, y) for x, y in _chunks(a, b)):
             changed.append(i)
     return changed
+
+
+def _handed_over(step, *args):
+    """``step`` on what the candidate handed over (its outputs, its inputs after the call): what
+    it raises is the candidate's (`incorrect`, the exception as the reason), never an error of the
+    reference's own (a skip). Out of memory and CUDA errors stay the worker's."""
+    try:
+        return step(*args)
+    except Exception as exc:  # noqa: BLE001 - the candidate chose what it handed over
+        if harness.classify(exc, "check")["kind"] in ("oom", "cuda"):
+            raise
+        raise harness.OutputTypeError(f"checking what the candidate handed over raised {cause.line(exc)}") from exc
 
 
 class TransferError(RuntimeError):
@@ -164,11 +185,11 @@ class Reference:
         inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision, req.variant)
         cand, cand_inputs = self.receive(req)
         # Inputs first, while the reference's own are pristine (its forward may work in place).
-        changed = self.inputs_integrity(inputs, cand_inputs, log) if cand_inputs is not None else []
+        changed = _handed_over(self.inputs_integrity, inputs, cand_inputs, log) if cand_inputs is not None else []
         del cand_inputs
         ref = harness.forward(self.model, inputs, req.forward_seed)
         del inputs
-        result = compare(ref, cand, self.atol, self.rtol, log)
+        result = _handed_over(compare, ref, cand, self.atol, self.rtol, log)
         if result["correct"] and changed:
             result.update(correct=False, reason=f"forward modified its input(s) {changed}")
         shifted = (req.variant or {}).get("kind") == "shifted"
@@ -195,7 +216,7 @@ class Reference:
         cand = kept.read(req.kept, req.slot)
         ref = harness.forward(self.model, inputs, req.forward_seed)
         del inputs
-        result = compare(ref, cand, self.atol, self.rtol, log)
+        result = _handed_over(compare, ref, cand, self.atol, self.rtol, log)
         del ref, cand
         harness.release_memory(self.device)
         return {**result, "checks": log.entries()}

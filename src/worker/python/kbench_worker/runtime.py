@@ -19,8 +19,9 @@ import torch
 
 from .harness import TamperError
 
-# How long a native thread that just started gets to count itself as a Python thread.
-SETTLE_S = 0.01
+# How long a new OS thread with no thread state is waited for: a thread that just started gets to
+# count itself as a Python thread, one that just ended to leave the OS's list of threads.
+SETTLE_S = 0.05
 
 # cudaLimitPersistingL2CacheSize in cudaLimit (CUDA runtime API).
 _PERSISTING_L2 = 0x06
@@ -67,43 +68,73 @@ def warm_thread_pools(device):
 
 
 class Threads:
-    """The Python threads alive before a call, by the interpreter's ids of their thread states
-    (unique for the process's life, where the OS and ``threading`` reuse a thread's id), with
-    each one's outermost frame held (so a thread with a Python frame is told new from old by
-    that frame object), and the native count."""
+    """A census of the process's threads: its OS threads (``/proc/self/task``, which lists native
+    threads too), the interpreter's thread states (by ids unique for the process's life, where the
+    OS and ``threading`` reuse a thread's id) and each Python thread's outermost frame (held, so a
+    thread with a Python frame is told new from old by that frame object).
+
+    The candidate takes one before it imports the submission, once torch's intra-op pool and, on
+    a GPU, the CUDA context and cuBLAS have started their threads (`warm_thread_pools`); every
+    thread alive after a call that was not alive then is the submission's, or one that a library
+    started for it."""
 
     def __init__(self):
         self.count = _thread._count()
         self.states = _thread_states()
         self.roots = {id(root): root for root in map(_root, sys._current_frames().values())}
-        self.native = _native_count()
+        self.tids = _tids()
 
     def check(self):
-        """`runtime.thread_count`: a new Python thread still alive after forward returned can do
-        the work the timed call skipped; one whose target is a builtin (an extension's launch
-        function) has no frame to show, yet has a thread state. New thread states are counted
-        up to what ``_thread._count`` allows (it counts the threads ``_thread`` started, not the
-        states C code makes for its own threads calling into Python), so a thread ending during
-        the call hides no new one. Threads that torch or Triton started (inductor's compile
-        pool) and new native threads only warn: CUDA, cuBLAS and OpenMP start their own."""
-        native = _native_count()
-        if native is not None and self.native is not None and native > self.native:
-            time.sleep(SETTLE_S)  # a Python thread counts itself once it holds the GIL
+        """`runtime.thread_count`: a thread still alive after forward returned can do the work
+        the timed call skipped, so every thread that was not alive at the census fails, but those
+        that torch or Triton started (inductor's compile pool, Triton's async compile, tqdm's
+        monitor), which warn. A Python thread is named by where its code starts; one whose target
+        is a builtin (an extension's launch function) has no frame to show, yet has a thread
+        state: new states are counted up to what ``_thread._count`` allows (C code makes states
+        for its own threads calling into Python, briefly), so a thread ending during the call
+        hides no new one; a new frame outside the libraries is a thread of the submission's
+        whatever started it (a ctypes callback on a native thread too). An OS thread with no
+        thread state is a native one (libc's pthread_create, std::thread, an OpenMP pool of the
+        submission's own): it fails. A new OS thread not yet seen as a Python thread is waited
+        for up to `SETTLE_S`: a thread that ``_thread`` just started counts itself once it holds
+        the GIL, and one that just ended leaves the OS's list shortly after ``join`` returned."""
+        deadline = time.monotonic() + SETTLE_S
+        found = self._new()
+        while found["unseen"] > 0 and time.monotonic() < deadline:
+            time.sleep(SETTLE_S / 10)
+            found = self._new()
+        python, native, library, tids = found["python"], found["native"], found["library"], found["tids"]
+        counts = f"OS threads {len(self.tids)} before the import, {tids} now"
+        if python > 0:
+            where = ", ".join(found["own"][:4] + ["no Python frame"] * (python > len(found["own"])))
+            raise TamperError(f"runtime.thread_count: forward left {python} Python thread(s) running ({where}; {counts})")
+        if native > 0:
+            raise TamperError(f"runtime.thread_count: forward left {native} native thread(s) running, with no Python thread state ({counts})")
+        if library:
+            return "warn", f"{len(library)} torch/Triton thread(s) ({', '.join(library)}); {counts}"
+        return "pass", f"no new thread ({counts})"
+
+    def _new(self):
+        """The threads alive now that were not at the census: Python threads of the
+        submission's (``python``, those with a frame named in ``own``) and of the libraries
+        (``library``), native threads (``native``), and the new OS threads neither Python count
+        holds yet (``unseen``)."""
+        tids = _tids()
         states = _thread_states()
         started = len(states - self.states)
         ended = len(self.states - states)
         new = [f for f in sys._current_frames().values() if id(_root(f)) not in self.roots]
         library = [f for f in new if _library_thread(f)]
-        unexplained = min(started, _thread._count() - self.count + ended) - len(library)
-        if unexplained > 0:
-            seen = [_entry(f) for f in new if not any(f is lib for lib in library)]
-            where = ", ".join(seen[:4] + ["no Python frame"] * (unexplained > len(seen)))
-            raise TamperError(f"runtime.thread_count: forward left {unexplained} Python thread(s) running ({where})")
-        grown = native - self.native if native is not None and self.native is not None else 0
-        if library or grown > 0:
-            libs = f"{len(library)} torch/Triton thread(s) ({', '.join(map(_entry, library))}); " if library else ""
-            return "warn", f"{libs}native threads {self.native} -> {native}"
-        return "pass", f"no new thread ({native if native is not None else 'unknown'} native threads)"
+        own = [f for f in new if not any(f is lib for lib in library)]
+        python = max(len(own), min(started, _thread._count() - self.count + ended) - len(library))
+        return {
+            "python": python,
+            "own": [_entry(f) for f in own],
+            "library": [_entry(f) for f in library],
+            "native": len(tids - self.tids) - started,
+            "unseen": len(tids - self.tids) - python - len(library),
+            "tids": len(tids),
+        }
 
 
 def _thread_states():
@@ -140,11 +171,9 @@ def _root(frame):
     return frame
 
 
-def _native_count():
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return None
+def _tids():
+    """The ids of the process's OS threads, native ones included."""
+    return set(os.listdir("/proc/self/task"))
 
 
 def _bottom(frame):

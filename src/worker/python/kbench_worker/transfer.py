@@ -59,7 +59,8 @@ def export_cuda(out):
         if rebuild is not reductions.rebuild_cuda_tensor:
             raise TypeError(f"unexpected reduction {rebuild.__name__}")
         shared.append([_encode(a) for a in args])
-    return {"tuple": isinstance(out, (tuple, list)), "tensors": shared}
+    container = ("list" if type(out) is list else "tuple") if isinstance(out, (tuple, list)) else None
+    return {"container": container, "tensors": shared}
 
 
 def import_cuda(description):
@@ -71,4 +72,5 @@ def import_cuda(description):
             raise ValueError("a shared tensor must be a plain tensor")
         tensors.append(reductions.rebuild_cuda_tensor(*decoded))
     torch.cuda.synchronize()
-    return tuple(tensors) if description["tuple"] else tensors[0]
+    kind = description["container"]
+    return tensors[0] if kind is None else (list if kind == "list" else tuple)(tensors)
