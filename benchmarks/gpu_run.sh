@@ -36,7 +36,10 @@ case $what in
       fake_kernel forge_times_gc forge_reply time_global work_after_the_call seed_precompute; do
       cp "tests/fixtures/cpu/level1/19_ReLU/cheat_$f.py" "$dir/level1/19_ReLU/"
     done
-    cp tests/fixtures/cpu/level1/19_ReLU/honest_torch.py "$dir/level1/19_ReLU/" ;;
+    for f in cheat_libc_thread cheat_libc_thread_callback wrong_list_output wrong_sparse_output \
+      wrong_neg_bit_output honest_torch; do
+      cp "tests/fixtures/cpu/level1/19_ReLU/$f.py" "$dir/level1/19_ReLU/"
+    done ;;
   cuda-l1) tree=$(realpath "$1"); shift; dir=$tree/submissions
     set -- --tasks "$tree/tasks" --published "$tree/published.csv" "$@" ;;
   *) echo "usage: $0 corpus|identity|attacks|cuda-l1 RESULTS_DIR [TREE] [flags]" >&2; exit 2 ;;
