@@ -1,9 +1,10 @@
 //! The offline protocol (docs/design/timing.md 10.2-10.4): warm-up and blocker sizing,
-//! interleaved rounds of blocks (palindromes over the arms, the start rotated), NVML telemetry
-//! after every block (slowdown rounds retaken, power capping tagged), adaptive stopping on the
-//! precision of the speedup, timed-output checks at unpredictable rounds (`kept`), audit calls, then the
-//! conclusion: the envelope and audit checks, the summary, and the process check of a label a
-//! difference between the two processes could explain. It schedules and gathers; the envelope's
+//! interleaved rounds of blocks (palindromes over the arms, the start rotated, each block's
+//! inputs from a fresh seed), NVML telemetry after every block (slowdown rounds retaken, power
+//! capping tagged), adaptive stopping on the precision of the speedup, timed-output checks at
+//! unpredictable rounds (`kept`), audit calls, then the conclusion: the envelope and audit
+//! checks, the summary, and the process check of a label a difference between the two processes
+//! could explain. It schedules and gathers; the envelope's
 //! arithmetic, the statistics and the label rules live in their own files.
 
 use std::time::{Duration, Instant};

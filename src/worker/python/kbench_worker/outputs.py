@@ -175,18 +175,6 @@ def snapshot(outs):
         return None
 
 
-def kept_copy(out):
-    """A timed call's kept output, copied as soon as it is chosen: the submission runs again
-    before the hand-over, and could otherwise finish or rewrite an output it sees was kept (its
-    reference count tells). Plain tensors are cloned, anything else left for `exact_type` to
-    refuse at the hand-over; the output itself when the device has no room for a copy."""
-    plain = lambda o: o.clone() if type(o) is torch.Tensor else o  # noqa: E731
-    try:
-        return type(out)([plain(o) for o in out]) if _container(out) else plain(out)
-    except torch.cuda.OutOfMemoryError:
-        return out
-
-
 def independence(first, copies, second):
     """`outputs.independence`: a second call on other inputs leaves the first call's outputs
     as they were and returns new memory (the reference returns new tensors every call).
