@@ -231,3 +231,49 @@ fn the_audit_flags_work_that_events_do_not_see() {
         Outcome::Skip
     );
 }
+
+/// Rounds of one block per arm: the reference's calls take `call` ms and the candidate reports
+/// `reported`; both pay `harness` ms a sample, and the candidate `hidden` ms a call more.
+fn bursts(call: f64, reported: &[f64], burst: u32, harness: f64, hidden: f64) -> Envelope {
+    let mut rounds = two_arms(50.0);
+    let b = f64::from(burst);
+    let block = |samples: &[f64], extra: f64| Block {
+        samples: samples.to_vec(),
+        overflows: 0,
+        audit_ms: Vec::new(),
+        audit_excess_ms: Vec::new(),
+        wall_per_sample_ms: harness + b * (call + extra),
+        burst,
+    };
+    for index in 0..4 {
+        let round = Round {
+            index,
+            blocks: vec![vec![block(&[call; 4], 0.0)], vec![block(reported, hidden)]],
+            clocks: vec![Vec::new(); 2],
+            slowdown: false,
+            kept: Vec::new(),
+            reading: None,
+        };
+        rounds.keep(round, 0.05);
+    }
+    Envelope::of(
+        &rounds.arms[ArmId::Eager.index()],
+        &rounds.arms[ArmId::Candidate.index()],
+        Device::Cuda,
+    )
+}
+
+#[test]
+fn a_short_call_cannot_hide_its_work_outside_its_events() {
+    // An 18 µs call, timed in bursts of 23 (400 µs a sample), with 0.3 ms of harness a sample.
+    let burst = 23;
+    assert_eq!(bursts(0.018, &[0.018; 4], burst, 0.3, 0.0).beyond(), 0.0);
+    // Reporting 2 µs a call while doing the work outside the events: 0.37 ms a sample
+    // unexplained, beyond the 0.1 ms allowance.
+    let forged = bursts(0.018, &[0.002; 4], burst, 0.3, 0.016);
+    assert_eq!(forged.check().outcome, Outcome::Warn);
+    assert!(forged.beyond() > 0.25, "{}", forged.beyond());
+    // Piling a block's work into one of its samples: the median is what is explained.
+    let piled = bursts(0.018, &[0.002, 0.002, 0.002, 0.066], burst, 0.3, 0.0);
+    assert_eq!(piled.check().outcome, Outcome::Warn);
+}
