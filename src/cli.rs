@@ -309,6 +309,10 @@ pub struct EvalArgs {
     /// Relative tolerance [default: 1e-4 for fp32, 1e-2 for fp16/bf16]
     #[arg(long)]
     pub rtol: Option<f64>,
+    /// Tolerance (atol and rtol) of KernelBench's own verdict, reported beside kbench's:
+    /// allclose on its plain trials and nothing else (KernelBench v0 and v0.1 used 1e-2)
+    #[arg(long, value_name = "TOL", default_value_t = 1e-4)]
+    pub kernelbench_tolerance: f64,
     /// Seed of inputs, parameter perturbation and timing, to repeat a run exactly [default: a
     /// secret seed per run, never recorded, so no submission can predict its inputs]. Weights
     /// follow KernelBench: seed 42 before each constructor

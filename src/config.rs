@@ -108,6 +108,8 @@ pub struct Config {
     pub atol: f64,
     pub rtol: f64,
     pub trials: u32,
+    /// `--kernelbench-tolerance`: atol and rtol of KernelBench's own verdict beside kbench's.
+    pub kernelbench_tolerance: f64,
     /// Timing stops at this 95 % CI half-width of the speedup, or at the sample or time budget.
     pub ci_target: f64,
     pub max_samples: u32,
@@ -208,7 +210,11 @@ fn devices(args: &EvalArgs, probe: &Probe, python: &str) -> Result<(Device, Vec<
 
 /// Tolerances, trials, samples, interval target and budget within their ranges.
 fn check_numbers(args: &EvalArgs) -> Result<()> {
-    for (name, value) in [("--atol", args.atol), ("--rtol", args.rtol)] {
+    for (name, value) in [
+        ("--atol", args.atol),
+        ("--rtol", args.rtol),
+        ("--kernelbench-tolerance", Some(args.kernelbench_tolerance)),
+    ] {
         if value.is_some_and(|v| !(v >= 0.0 && v.is_finite())) {
             return Err(Error::Usage(format!("{name} must be a finite number >= 0")));
         }
@@ -456,6 +462,7 @@ impl Config {
             atol: args.atol.unwrap_or(tolerance),
             rtol: args.rtol.unwrap_or(tolerance),
             trials: args.trials,
+            kernelbench_tolerance: args.kernelbench_tolerance,
             ci_target: args.ci_target,
             max_samples: args.max_samples,
             budget: Duration::from_secs_f64(args.budget),
@@ -530,6 +537,7 @@ impl Config {
             compile_baseline: self.compile_baseline,
             process_check_always: self.process_check_always,
             overrides: self.overrides_json(),
+            kernelbench_tolerance: Some(self.kernelbench_tolerance),
         }
     }
 }
@@ -596,5 +604,17 @@ mod tests {
         assert_eq!(dedicated.sandbox, sandbox::Mode::Off);
         let shard = resolved(&["--shard", "1/3", "--seed", "7"]).shard.unwrap();
         assert_eq!((shard.index, shard.count), (1, 3));
+    }
+
+    #[test]
+    fn the_kernelbench_tolerance_is_recorded_and_resumes_only_alike() {
+        let default = resolved(&[]).recorded();
+        assert_eq!(default.kernelbench_tolerance, Some(1e-4));
+        let old = resolved(&["--kernelbench-tolerance", "1e-2"]).recorded();
+        assert_eq!(old.kernelbench_tolerance, Some(1e-2));
+        assert_eq!(
+            default.differences(&old),
+            ["kernelbench_tolerance 0.0001 against 0.01"]
+        );
     }
 }

@@ -90,6 +90,10 @@ pub struct RecordedConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed_sha256: Option<String>,
     pub overrides: Value,
+    /// `--kernelbench-tolerance`: the atol and rtol of KernelBench's own verdict
+    /// (`Evaluation::kernelbench_correct`); unset in records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernelbench_tolerance: Option<f64>,
 }
 
 impl RecordedConfig {
@@ -186,6 +190,10 @@ pub struct Trial {
     pub reason: String,
     pub max_abs_diff: Option<f64>,
     pub max_rel_diff: Option<f64>,
+    /// KernelBench's rule on this trial (shapes, allclose at `--kernelbench-tolerance`): on
+    /// KernelBench's trials only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernelbench_correct: Option<bool>,
 }
 
 /// How a runtime check ended; ordered from least to most severe.
@@ -505,6 +513,11 @@ pub struct Evaluation {
     #[serde(default)]
     pub findings: Vec<crate::check::Finding>,
     pub trials: Vec<Trial>,
+    /// KernelBench's own verdict: every one of its trials (kbench's plain trials) ran, and its
+    /// outputs had the reference's shapes and were allclose at `kernelbench_tolerance`. None
+    /// when the trials were not reached or could not say (a build or load that failed, a skip).
+    #[serde(default)]
+    pub kernelbench_correct: Option<bool>,
     /// Runtime checks with their evidence, one per check name (the worst outcome seen).
     #[serde(default)]
     pub checks: Vec<Check>,

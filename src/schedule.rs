@@ -270,6 +270,7 @@ mod tests {
                 build: Some(build.clone()),
                 findings: Vec::new(),
                 trials: Vec::new(),
+                kernelbench_correct: None,
                 checks: Vec::new(),
                 task_flags: Vec::new(),
                 timing: None,

@@ -79,6 +79,12 @@ fn bad_flags_are_usage_errors() {
         Some(2)
     );
     assert_eq!(kbench(&["list", "--level", "4"]).status.code(), Some(2));
+    assert_eq!(
+        kbench(&["eval", ".", "--kernelbench-tolerance", "tight"])
+            .status
+            .code(),
+        Some(2)
+    );
     // Clocks are only ever locked on a GPU declared dedicated.
     let out = kbench(&["eval", ".", "--lock-clocks", "base"]);
     assert_eq!(out.status.code(), Some(2));

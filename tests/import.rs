@@ -70,6 +70,8 @@ fn cuda_l1_rows_become_a_tree_submissions_and_published_csv() {
         "{said}"
     );
     assert!(said.contains("kbench eval"), "{said}");
+    // Judged by KernelBench before its tolerance was rescaled.
+    assert!(said.contains(" --kernelbench-tolerance 1e-2\n"), "{said}");
     let read = |p: &str| std::fs::read_to_string(out.join(p)).unwrap();
     assert_eq!(read("tasks/level1/19_ReLU.py"), "# ref 19\n");
     assert_eq!(

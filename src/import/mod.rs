@@ -41,6 +41,8 @@ pub struct Import {
     pub submissions: BTreeMap<String, String>,
     pub rows: Vec<PublishedRow>,
     pub skipped: Vec<Skip>,
+    /// Flags of `kbench eval` this source's evaluation needs, in the command `report` prints.
+    pub eval_flags: Vec<&'static str>,
 }
 
 impl Default for Import {
@@ -51,6 +53,7 @@ impl Default for Import {
             submissions: BTreeMap::new(),
             rows: Vec::new(),
             skipped: Vec::new(),
+            eval_flags: Vec::new(),
         }
     }
 }
@@ -214,8 +217,9 @@ impl Import {
         } else {
             format!(" --tasks {}", out.join("tasks").display())
         };
+        let flags: String = self.eval_flags.iter().map(|f| format!(" {f}")).collect();
         text.push_str(&format!(
-            "evaluate with: kbench eval {} --published {}{tasks}\n",
+            "evaluate with: kbench eval {} --published {}{tasks}{flags}\n",
             out.join("submissions").display(),
             out.join("published.csv").display(),
         ));

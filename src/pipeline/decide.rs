@@ -23,6 +23,7 @@ pub(super) fn early(task: &Task, submission: &Submission) -> Evaluation {
         build: None,
         findings: Vec::new(),
         trials: Vec::new(),
+        kernelbench_correct: None,
         checks: Vec::new(),
         task_flags: Vec::new(),
         timing: None,

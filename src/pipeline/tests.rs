@@ -61,13 +61,14 @@ mod scripted {
         fn finish(_worker: Scripted<Script>) {}
     }
 
-    /// The trusted side: the task loads, every output compares equal, perturbation and timing
-    /// answer as the reference worker does.
+    /// The trusted side: the task loads, every output compares equal (by KernelBench's rule
+    /// too, where asked), perturbation and timing answer as the reference worker does.
     fn reference(request: &Request) -> Answer {
         match request {
             Request::Load(_) => fake::ok(json!({"constants": {"batch_size": 4, "dim": 8}})),
-            Request::Check(_) => fake::ok(json!({
+            Request::Check(c) => fake::ok(json!({
                 "correct": true, "reason": "", "max_abs_diff": 0.0, "max_rel_diff": 0.0,
+                "kernelbench_correct": c.kernelbench_tolerance.map(|_| true),
             })),
             Request::Perturb(_) => fake::ok(json!({"shapes": [[8, 8]]})),
             Request::TimeSetup(_) => fake::ok(json!({"median_ms": 2.0})),
@@ -294,7 +295,72 @@ mod scripted {
         assert_eq!(timing.reference.samples_ms.len(), 5);
         assert_eq!(timing.candidate.samples_ms.len(), 5);
         assert_eq!(eval.logs.len(), 2);
+        // KernelBench's verdict is taken on the two plain trials only.
+        let judged: Vec<Option<bool>> = eval.trials.iter().map(|t| t.kernelbench_correct).collect();
+        assert_eq!(judged, [Some(true), Some(true), None, None, None, None]);
+        assert_eq!(eval.kernelbench_correct, Some(true));
         assert_annotated(&eval);
+    }
+
+    /// KernelBench's verdict stands beside kbench's stricter one: a kernel kbench rejects on a
+    /// perturbed trial, or on its first trial's deep checks, still passes KernelBench's rule
+    /// (the plain trials then go on for its verdict alone); one that fails that rule, or raises
+    /// in a trial, does not; one whose build failed was never judged by it.
+    #[test]
+    fn kernelbench_verdict_stands_beside_kbench_stricter_one() {
+        fn shift_fails(request: &Request) -> Answer {
+            match request {
+                Request::Check(c) if c.variant.is_some() => fake::ok(json!({
+                    "correct": false, "reason": "output 0 differs", "max_abs_diff": 1.0,
+                })),
+                other => reference(other),
+            }
+        }
+        fn deep_fails(request: &Request) -> Answer {
+            match request {
+                Request::Check(c) if c.deep => fake::ok(json!({
+                    "correct": false, "kernelbench_correct": true,
+                    "reason": "precision.fp64_error_ratio: 42x",
+                })),
+                other => reference(other),
+            }
+        }
+        fn kernelbench_fails(request: &Request) -> Answer {
+            match request {
+                Request::Check(c) if c.kernelbench_tolerance.is_some() => fake::ok(json!({
+                    "correct": false, "kernelbench_correct": false, "reason": "output 0 differs",
+                })),
+                other => reference(other),
+            }
+        }
+        fn raises(request: &Request) -> Answer {
+            match request {
+                Request::Trial(_) => fake::err(error(ErrorKind::Forward, "RuntimeError: boom")),
+                other => candidate(other),
+            }
+        }
+        let eval = evaluate(shift_fails, candidate);
+        assert_eq!(eval.verdict, Verdict::Incorrect);
+        assert_eq!(eval.kernelbench_correct, Some(true));
+
+        let eval = evaluate(deep_fails, candidate);
+        assert_eq!(
+            (eval.verdict, eval.reason.as_str()),
+            (
+                Verdict::Incorrect,
+                "trial 0: precision.fp64_error_ratio: 42x"
+            )
+        );
+        assert_eq!(eval.trials.len(), 1);
+        assert_eq!(eval.kernelbench_correct, Some(true));
+
+        let eval = evaluate(kernelbench_fails, candidate);
+        assert_eq!(eval.verdict, Verdict::Incorrect);
+        assert_eq!(eval.kernelbench_correct, Some(false));
+
+        let eval = evaluate(reference, raises);
+        assert_eq!(eval.verdict, Verdict::RuntimeError);
+        assert_eq!(eval.kernelbench_correct, Some(false));
     }
 
     #[test]
@@ -388,6 +454,7 @@ mod scripted {
         assert_eq!(eval.verdict, Verdict::CompileError);
         assert_eq!(eval.reason, "error: identifier \"x\" is undefined");
         assert!(eval.logs.is_empty() && eval.trials.is_empty());
+        assert_eq!(eval.kernelbench_correct, None);
         assert_annotated(&eval);
         // A file's findings go to its one evaluation.
         let again = python.evaluate(&task, &sub, &build, 0);

@@ -1,5 +1,5 @@
 //! Correctness before timing: the KernelBench-compatible trials (the first with the deep
-//! checks), parameter perturbation, signed, scaled and shifted inputs, another input shape. Each
+//! checks; KernelBench's own verdict is taken on them too), parameter perturbation, signed, scaled and shifted inputs, another input shape. Each
 //! trial's inputs come from seeds both workers derive; the reference worker compares. Knows
 //! nothing of timing.
 
@@ -13,7 +13,7 @@ use crate::record::{merge_check, Check, Evaluation, Outcome, Trial};
 use crate::task::Task;
 use crate::taskfacts::TaskFacts;
 use crate::timing::Failed;
-use crate::verdict::{Cause, ReferenceStep};
+use crate::verdict::{Cause, ReferenceStep, Verdict};
 use crate::worker::request::{self, CheckOutputs, Perturb, Ping, Variant};
 use crate::worker::{Link, Reply};
 
@@ -36,6 +36,8 @@ struct TrialPlan {
     variant: Option<Variant>,
     /// Run the expensive checks too (trial 0).
     deep: bool,
+    /// One of KernelBench's trials: judged by its rule too.
+    kernelbench: bool,
 }
 
 /// Whether a worker still answers (after an error that may have been fatal to it).
@@ -72,26 +74,7 @@ impl<S: Spawner> Python<'_, S> {
         constants: &Map<String, Value>,
     ) -> Result<(), Failed> {
         let cfg = self.config;
-        for index in 0..cfg.trials {
-            hold.step();
-            let plan = TrialPlan {
-                index,
-                variant: None,
-                deep: index == 0,
-            };
-            let trial = self.trial(handover, &plan, eval)?;
-            if trial.uncheckable {
-                return Err(Cause::Uncheckable(format!(
-                    "trial {index}: {}",
-                    trial.reason
-                )));
-            }
-            let failed = (!trial.correct).then(|| format!("trial {index}: {}", trial.reason));
-            eval.trials.push(trial);
-            if let Some(reason) = failed {
-                return Err(Cause::Wrong(reason));
-            }
-        }
+        self.kernelbench_trials(handover, hold, eval)?;
         let mut variants = Vec::new();
         if self.perturb_params(handover)? {
             variants.push(("params.perturbation", None));
@@ -117,6 +100,52 @@ impl<S: Spawner> Python<'_, S> {
         }
         hold.step();
         self.shape_perturbation(task, handover, eval, constants, index)
+    }
+
+    /// KernelBench's trials: the `--trials` plain trials, each on fresh inputs from its own seed
+    /// (as KernelBench's `num_correct_trials`), the first with the deep checks. Each is judged by
+    /// kbench and by KernelBench's rule (`Evaluation::kernelbench_correct`); past kbench's first
+    /// failure they go on, for KernelBench's verdict alone, while its rule still passes, and
+    /// kbench's failure stands.
+    fn kernelbench_trials(
+        &self,
+        handover: &mut Handover<'_, S::Worker>,
+        hold: &mut Hold<'_>,
+        eval: &mut Evaluation,
+    ) -> Result<(), Failed> {
+        let mut failed = None;
+        let mut kernelbench = true;
+        for index in 0..self.config.trials {
+            hold.step();
+            let plan = TrialPlan {
+                index,
+                variant: None,
+                deep: index == 0,
+                kernelbench: true,
+            };
+            let trial = match self.trial(handover, &plan, eval) {
+                Ok(trial) => trial,
+                Err(cause) => {
+                    eval.kernelbench_correct = kernelbench_after(&cause);
+                    return Err(failed.unwrap_or(cause));
+                }
+            };
+            kernelbench &= trial.kernelbench_correct == Some(true);
+            if failed.is_none() {
+                let reason = format!("trial {index}: {}", trial.reason);
+                if trial.uncheckable {
+                    failed = Some(Cause::Uncheckable(reason));
+                } else {
+                    failed = (!trial.correct).then_some(Cause::Wrong(reason));
+                    eval.trials.push(trial);
+                }
+            }
+            if failed.is_some() && !kernelbench {
+                break;
+            }
+        }
+        eval.kernelbench_correct = Some(kernelbench);
+        failed.map_or(Ok(()), Err)
     }
 
     /// `params.perturbation`: new parameter values, the same in both workers (a trial follows).
@@ -159,6 +188,7 @@ impl<S: Spawner> Python<'_, S> {
             index,
             variant,
             deep: false,
+            kernelbench: false,
         };
         let trial = self.trial(handover, &plan, eval)?;
         let outcome = match (trial.correct, trial.uncheckable) {
@@ -227,6 +257,7 @@ impl<S: Spawner> Python<'_, S> {
                 set: [(name.to_string(), value + 1)].into(),
             }),
             deep: false,
+            kernelbench: false,
         };
         let (outcome, evidence) = match self.trial(handover, &plan, eval) {
             Ok(trial) if trial.correct => (Outcome::Pass, format!("{what}: correct")),
@@ -289,6 +320,7 @@ impl<S: Spawner> Python<'_, S> {
                 deep: plan.deep,
                 candidate_out: PathBuf::new(),
                 ipc: None,
+                kernelbench_tolerance: plan.kernelbench.then_some(cfg.kernelbench_tolerance),
             })
         };
         let file = format!("trial{}.pt", plan.index);
@@ -305,7 +337,18 @@ impl<S: Spawner> Python<'_, S> {
             reason: checked.reason.unwrap_or_default(),
             max_abs_diff: checked.max_abs_diff,
             max_rel_diff: checked.max_rel_diff,
+            kernelbench_correct: checked.kernelbench_correct,
         })
+    }
+}
+
+/// KernelBench's verdict when one of its trials ended in `cause`: false where the kernel failed
+/// there (it raised, died, hung, handed over what cannot be compared); None where the trial
+/// cannot say (the reference's or kbench's failure, a cheat caught before the comparison).
+fn kernelbench_after(cause: &Cause) -> Option<bool> {
+    match cause.decide().0 {
+        Verdict::Skipped | Verdict::Cheat => None,
+        _ => Some(false),
     }
 }
 

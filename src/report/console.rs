@@ -86,9 +86,16 @@ fn first_line(s: &str, max: usize) -> String {
 pub fn summary_table(summary: &RunSummary) -> String {
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);
-    let mut header: Vec<String> = ["level", "tasks", "evaluated", "correct", "excluded"]
-        .map(String::from)
-        .into();
+    let mut header: Vec<String> = [
+        "level",
+        "tasks",
+        "evaluated",
+        "correct",
+        "KernelBench correct",
+        "excluded",
+    ]
+    .map(String::from)
+    .into();
     header.extend(super::summary::FAST_P.iter().map(|p| format!("fast_{p}")));
     header.extend(["geomean speedup [95% CI]".into(), "faster / slower".into()]);
     table.set_header(header);
@@ -98,6 +105,7 @@ pub fn summary_table(summary: &RunSummary) -> String {
             s.tasks.to_string(),
             s.evaluated.to_string(),
             s.correct.to_string(),
+            s.kernelbench_correct.to_string(),
             s.degenerate_tasks.to_string(),
         ];
         row.extend(super::summary::FAST_P.iter().map(|&p| {
@@ -118,7 +126,9 @@ pub fn summary_table(summary: &RunSummary) -> String {
 /// What the table's columns mean and what they leave out.
 fn summary_notes(total: &Summary) -> String {
     let mut text = format!(
-        "fast_p: share of tasks with a passing kernel faster than p (in parentheses: its interval \
+        "KernelBench correct: evaluations KernelBench's own rule passes (allclose at \
+         --kernelbench-tolerance on its trials, nothing else); kbench's correct is the stricter.\n\
+         fast_p: share of tasks with a passing kernel faster than p (in parentheses: its interval \
          above p); one result per task, the best by speedup{}.\n\
          faster / slower: labels whose one-sided p-value survives Benjamini-Hochberg at q = \
          {FDR_Q} over the tasks tested.\n",

@@ -51,10 +51,13 @@ struct Row<'a> {
     driver: &'a str,
     torch: &'a str,
     cuda: &'a str,
+    /// KernelBench's own verdict, and the tolerance it was judged at (empty where not reached).
+    kernelbench_correct: Option<bool>,
+    kernelbench_tolerance: Option<f64>,
 }
 
 /// `Row`'s fields in order: the header of a run with no rows (serde writes it with a first row).
-const COLUMNS: [&str; 39] = [
+const COLUMNS: [&str; 41] = [
     "level",
     "problem_id",
     "task",
@@ -94,6 +97,8 @@ const COLUMNS: [&str; 39] = [
     "driver",
     "torch",
     "cuda",
+    "kernelbench_correct",
+    "kernelbench_tolerance",
 ];
 
 pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
@@ -152,6 +157,8 @@ pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
             driver: env.driver.as_deref().unwrap_or_default(),
             torch: env.torch.as_deref().unwrap_or_default(),
             cuda: env.torch_cuda.as_deref().unwrap_or_default(),
+            kernelbench_correct: e.kernelbench_correct,
+            kernelbench_tolerance: record.config.kernelbench_tolerance,
         })
         .map_err(fail)?;
     }

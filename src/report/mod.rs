@@ -99,7 +99,14 @@ pub(crate) mod tests {
                 reason: reason.into(),
                 max_abs_diff: Some(0.0),
                 max_rel_diff: Some(0.0),
+                kernelbench_correct: None,
             }],
+            // The incorrect row is one KernelBench's rule passes: kbench is the stricter.
+            kernelbench_correct: match verdict {
+                Verdict::CompileError | Verdict::Skipped => None,
+                Verdict::Timeout => Some(false),
+                _ => Some(true),
+            },
             checks: vec![],
             task_flags: vec![],
             timing: timed.map(|(r, c)| {
@@ -194,6 +201,7 @@ pub(crate) mod tests {
                 compile_baseline: false,
                 process_check_always: false,
                 overrides: serde_json::json!({"scale": "small", "set": {}}),
+                kernelbench_tolerance: Some(1e-4),
             },
             evaluations: vec![
                 flagged(

@@ -40,6 +40,8 @@ pub struct Summary {
     /// Evaluations that were not skipped, and those of them that are correct (pass, no_kernel).
     pub evaluated: usize,
     pub correct: usize,
+    /// Those KernelBench's own rule finds correct (`Evaluation::kernelbench_correct`).
+    pub kernelbench_correct: usize,
     /// Tasks with several evaluated submissions: each counts once, by its best passing result.
     pub multi_submission_tasks: usize,
     /// Tasks left out of every speedup aggregate for their degenerate-task flags.
@@ -349,6 +351,10 @@ fn summarize(level: Option<u32>, evals: &[&Evaluation], results: &[&TaskResult<'
         tasks: results.len(),
         evaluated: evals.len(),
         correct: evals.iter().filter(|e| e.verdict.is_correct()).count(),
+        kernelbench_correct: evals
+            .iter()
+            .filter(|e| e.kernelbench_correct == Some(true))
+            .count(),
         multi_submission_tasks: results.iter().filter(|r| r.submissions > 1).count(),
         degenerate_tasks: results.len() - counted.len(),
         invalid_timings: evals

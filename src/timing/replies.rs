@@ -59,6 +59,8 @@ pub struct Checked {
     pub max_abs_diff: Option<f64>,
     pub max_rel_diff: Option<f64>,
     pub checks: Vec<Check>,
+    /// KernelBench's verdict on the trial, when asked (`CheckOutputs::kernelbench_tolerance`).
+    pub kernelbench_correct: Option<bool>,
 }
 
 impl Command for CheckKept {

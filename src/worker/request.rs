@@ -271,6 +271,9 @@ pub struct CheckOutputs {
     pub candidate_out: PathBuf,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipc: Option<Value>,
+    /// On KernelBench's trials: judge by KernelBench's rule too, at this tolerance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernelbench_tolerance: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -21,7 +21,7 @@ from kbench_worker import checks, harness, outputs, precision, profile, referenc
 from kbench_worker.candidate import Candidate
 from kbench_worker.harness import OutputCheckError, OutputTypeError, TamperError
 from kbench_worker.messages import CheckOutputs, Load, Perturb, State, Time, TimeSetup, Trial
-from kbench_worker.reference import Reference, compare
+from kbench_worker.reference import Reference, compare, kernelbench_correct
 
 ROOT = Path(__file__).resolve().parents[2]
 RELU = ROOT / "level1" / "19_ReLU.py"
@@ -159,6 +159,22 @@ def test_ordinary_outputs_keep_atol():
     assert names(log.entries()) == {"outputs.structure": "pass"}
 
 
+# -- KernelBench's verdict ---------------------------------------------------------------------
+
+
+def test_kernelbench_verdict_is_allclose_at_its_tolerance_and_the_shapes():
+    ref = torch.randn(64, 64)
+    assert kernelbench_correct(ref, ref + 1e-3, 1e-2)
+    assert not kernelbench_correct(ref, ref + 1e-3, 1e-4)
+    assert kernelbench_correct((ref, ref), (ref, ref + 1e-3), 1e-2)
+    assert not kernelbench_correct(ref, ref.reshape(32, 128), 1e-2)
+    assert not kernelbench_correct(ref, (ref,), 1e-2)
+    assert not kernelbench_correct(ref, ref.double(), 1e-2)
+    # The softmax kbench fails with its scaled tolerance passes KernelBench's rule.
+    tiny = torch.softmax(torch.rand(2, 100_000), dim=1)
+    assert kernelbench_correct(tiny, torch.zeros_like(tiny), 1e-4)
+
+
 # -- precision.fp64_error_ratio ----------------------------------------------------------------
 
 
@@ -212,11 +228,13 @@ def test_fp64_ratio_needs_a_float64_reference():
     assert precision.judge([x], [x], [x])[0] == "skip"
 
 
-def _check(tmp_path, task, body, deep=True, atol=0.5, rtol=0.5):
+def _check(tmp_path, task, body, deep=True, atol=0.5, rtol=0.5, kernelbench_tolerance=None):
     cand = make_candidate(tmp_path, body, task=task, scale=None, atol=atol, rtol=rtol)
     ran, req = trial(cand, tmp_path, deep=deep)
     ref = Reference(Load(device="cpu", precision="fp32", atol=atol, rtol=rtol, task=str(task), set={}))
-    check = CheckOutputs(seed=req.seed, forward_seed=req.forward_seed, variant=req.variant, deep=req.deep, candidate_out=req.out)
+    check = CheckOutputs(
+        seed=req.seed, forward_seed=req.forward_seed, variant=req.variant, deep=req.deep, candidate_out=req.out, kernelbench_tolerance=kernelbench_tolerance
+    )
     return ran, ref.check(check)
 
 
@@ -227,10 +245,12 @@ def test_reference_fails_a_bf16_matmul_on_fp64_ratio(tmp_path):
         def forward(self, a, b):
             return torch.matmul(a.bfloat16(), b.bfloat16()).float()
     """
-    _, checked = _check(tmp_path, task, body)
+    _, checked = _check(tmp_path, task, body, kernelbench_tolerance=0.5)
     assert not checked["correct"]
     assert checked["reason"].startswith("precision.fp64_error_ratio: candidate RMS error")
     assert names(checked["checks"])["precision.fp64_error_ratio"] == "fail"
+    # KernelBench's rule knows no float64 run: the same trial passes it.
+    assert checked["kernelbench_correct"] is True
 
 
 def test_reference_passes_an_honest_matmul_with_every_check(tmp_path):

@@ -148,6 +148,7 @@ class CheckOutputs:
     variant: Optional[Variant] = None
     deep: bool = False
     ipc: Any = None
+    kernelbench_tolerance: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -351,6 +352,7 @@ class Shipped(TypedDict, total=False):
 class Checked(TypedDict, total=False):
     checks: list[Check]
     correct: bool
+    kernelbench_correct: Optional[bool]
     max_abs_diff: Optional[float]
     max_rel_diff: Optional[float]
     reason: Optional[str]
