@@ -80,12 +80,19 @@ impl Command for CheckOutputs {
     type Reply = Checked;
 }
 
-/// The shapes of the parameters perturbed, in order.
+/// The shapes of the task's parameters perturbed, in order; from the candidate also how its
+/// parameters were paired with the task's (`harness.pair`), each as `name [shape]`.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Perturbed {
     pub shapes: Option<Vec<Value>>,
+    /// Pairs other than by the same name and shape: `ours = theirs`, and how permuted.
+    pub paired: Vec<String>,
+    /// The task's parameters ModelNew has no counterpart for.
+    pub missing: Vec<String>,
+    /// ModelNew's parameters the task has no counterpart for (left unperturbed).
+    pub extra: Vec<String>,
 }
 
 impl Command for Perturb {

@@ -237,13 +237,22 @@ mod scripted {
 
     /// The same in `lanes` lanes of the slot.
     fn evaluate_in(lanes: usize, reference: Script, candidate: Script) -> Evaluation {
+        evaluate_with(&facts(), lanes, reference, candidate)
+    }
+
+    /// The same for a task with these facts.
+    fn evaluate_with(
+        facts: &HashMap<TaskId, TaskFacts>,
+        lanes: usize,
+        reference: Script,
+        candidate: Script,
+    ) -> Evaluation {
         let dir = tempfile::tempdir().unwrap();
         let mut config = config(dir.path());
         config.lanes = lanes;
-        let facts = facts();
         let python = backend(
             &config,
-            &facts,
+            facts,
             Scripts {
                 reference,
                 candidate,
@@ -267,6 +276,64 @@ mod scripted {
         assert_eq!(eval.findings, [finding()]);
         assert_eq!(eval.task_flags, ["constant_output"]);
         assert_eq!(check(eval, "task.facts").outcome, Outcome::Warn);
+    }
+
+    #[test]
+    fn a_nondeterministic_reference_skips_the_candidates_second_calls() {
+        fn no_second_calls(request: &Request) -> Answer {
+            match request {
+                Request::Trial(t) if t.deep => unexpected(request),
+                other => candidate(other),
+            }
+        }
+        let mut facts = facts();
+        for f in facts.values_mut() {
+            f.nondeterministic = Some(true);
+        }
+        let eval = evaluate_with(&facts, 1, reference, no_second_calls);
+        assert_eq!((eval.verdict, eval.reason.as_str()), (Verdict::Pass, ""));
+        for name in ["outputs.independence", "determinism.rerun"] {
+            let skipped = check(&eval, name);
+            assert_eq!(skipped.outcome, Outcome::Skip, "{name}");
+            assert!(skipped.evidence.contains("nondeterministic"), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_task_parameter_without_a_partner_fails_the_perturbation() {
+        fn unpaired(request: &Request) -> Answer {
+            match request {
+                Request::Perturb(_) => fake::ok(json!({
+                    "shapes": [[8, 8]], "missing": ["fc.weight [8, 8]"], "extra": ["w [64]"],
+                })),
+                other => candidate(other),
+            }
+        }
+        let eval = evaluate(reference, unpaired);
+        assert_eq!(eval.verdict, Verdict::Incorrect);
+        assert!(
+            eval.reason.contains("the task's fc.weight [8, 8]"),
+            "{}",
+            eval.reason
+        );
+    }
+
+    #[test]
+    fn a_task_without_parameters_skips_the_perturbation() {
+        fn parameterless(request: &Request) -> Answer {
+            match request {
+                Request::Perturb(_) => fake::ok(json!({"shapes": []})),
+                other => reference(other),
+            }
+        }
+        let eval = evaluate(parameterless, candidate);
+        assert_eq!(eval.verdict, Verdict::Pass);
+        let skipped = check(&eval, "params.perturbation");
+        assert_eq!(skipped.outcome, Outcome::Skip);
+        assert_eq!(
+            skipped.evidence,
+            "the task's Model has no floating parameters to perturb"
+        );
     }
 
     #[test]

@@ -38,6 +38,11 @@ struct TrialPlan {
     deep: bool,
     /// One of KernelBench's trials: judged by its rule too.
     kernelbench: bool,
+    /// The candidate's second calls of the deep checks (`outputs.independence`,
+    /// `determinism.rerun`), which assume forward is a pure function: not on a task whose
+    /// reference is nondeterministic (its facts), since one that keeps state between calls
+    /// neither repeats itself nor stays in step with the reference worker's after an extra call.
+    second_calls: bool,
 }
 
 /// Whether a worker still answers (after an error that may have been fatal to it).
@@ -74,28 +79,49 @@ impl<S: Spawner> Python<'_, S> {
         constants: &Map<String, Value>,
     ) -> Result<(), Failed> {
         let cfg = self.config;
-        self.kernelbench_trials(handover, hold, eval)?;
-        let mut variants = Vec::new();
-        if self.perturb_params(handover)? {
-            variants.push(("params.perturbation", None));
+        let pure = self
+            .facts
+            .get(&task.id)
+            .is_none_or(|f| f.nondeterministic != Some(true));
+        self.kernelbench_trials(handover, hold, eval, pure)?;
+        if !pure {
+            for name in ["outputs.independence", "determinism.rerun"] {
+                merge_check(
+                    &mut eval.checks,
+                    Check {
+                        name: name.into(),
+                        outcome: Outcome::Skip,
+                        evidence: "the task's reference is nondeterministic (it draws random numbers or keeps state between calls): a second call need not repeat the first".into(),
+                        seconds: 0.0,
+                        runs: 1,
+                    },
+                );
+            }
         }
-        variants.push(("inputs.distribution_perturbation", Some(Variant::Signed)));
-        variants.push((
+        let mut variants = Vec::new();
+        if let Some(what) = self.perturb_params(handover, eval)? {
+            variants.push(("params.perturbation", what, None));
+        }
+        let mut push = |check, variant: Variant| {
+            variants.push((check, variant_label(Some(&variant)), Some(variant)));
+        };
+        push("inputs.distribution_perturbation", Variant::Signed);
+        push(
             "inputs.distribution_perturbation",
-            Some(Variant::Scaled {
+            Variant::Scaled {
                 factor: SCALE_FACTOR,
-            }),
-        ));
-        variants.push((
+            },
+        );
+        push(
             "inputs.mean_shift",
-            Some(Variant::Shifted {
+            Variant::Shifted {
                 spreads: SHIFT_SPREADS,
-            }),
-        ));
+            },
+        );
         let mut index = cfg.trials;
-        for (check, variant) in variants {
+        for (check, what, variant) in variants {
             hold.step();
-            self.variant_trial(handover, eval, check, variant, index)?;
+            self.variant_trial(handover, eval, check, &what, variant, index)?;
             index += 1;
         }
         hold.step();
@@ -106,12 +132,14 @@ impl<S: Spawner> Python<'_, S> {
     /// (as KernelBench's `num_correct_trials`), the first with the deep checks. Each is judged by
     /// kbench and by KernelBench's rule (`Evaluation::kernelbench_correct`); past kbench's first
     /// failure they go on, for KernelBench's verdict alone, while its rule still passes, and
-    /// kbench's failure stands.
+    /// kbench's failure stands. The first's second calls only where forward is `pure` (the
+    /// task's reference is deterministic).
     fn kernelbench_trials(
         &self,
         handover: &mut Handover<'_, S::Worker>,
         hold: &mut Hold<'_>,
         eval: &mut Evaluation,
+        pure: bool,
     ) -> Result<(), Failed> {
         let mut failed = None;
         let mut kernelbench = true;
@@ -122,6 +150,7 @@ impl<S: Spawner> Python<'_, S> {
                 variant: None,
                 deep: index == 0,
                 kernelbench: true,
+                second_calls: pure,
             };
             let trial = match self.trial(handover, &plan, eval) {
                 Ok(trial) => trial,
@@ -149,8 +178,17 @@ impl<S: Spawner> Python<'_, S> {
     }
 
     /// `params.perturbation`: new parameter values, the same in both workers (a trial follows).
-    /// Whether the task has parameters to perturb.
-    fn perturb_params(&self, handover: &mut Handover<'_, S::Worker>) -> Result<bool, Failed> {
+    /// The reference worker perturbs the task's model; the candidate pairs ModelNew's parameters
+    /// with the task's by what they are, not by registration order, and gives each the values
+    /// its partner got (`candidate.Candidate.perturb`). A parameter of the task's with no
+    /// partner fails; one of ModelNew's with none is left unperturbed and named. Returns what
+    /// the trial checks, or None where the task has no parameters (the check skipped).
+    fn perturb_params(
+        &self,
+        handover: &mut Handover<'_, S::Worker>,
+        eval: &mut Evaluation,
+    ) -> Result<Option<String>, Failed> {
+        const NAME: &str = "params.perturbation";
         let cfg = self.config;
         let perturb = Perturb {
             seed: derive_seed(cfg.seed, PERTURB_STREAM),
@@ -163,13 +201,42 @@ impl<S: Spawner> Python<'_, S> {
             Ok(Reply::Err(e)) => return Err(Cause::ReferenceError(ReferenceStep::Perturb, e)),
             Err(f) => return Err(Cause::ReferenceDied(f)),
         };
-        let theirs = ask(handover.candidate, perturb, cfg.timeouts.call)?;
-        if ours.shapes != theirs.shapes {
-            return Err(Cause::Wrong(
-                "params.perturbation: ModelNew's parameters differ from the task's in order or shape".into(),
-            ));
+        if ours.shapes.as_ref().is_none_or(Vec::is_empty) {
+            merge_check(
+                &mut eval.checks,
+                Check {
+                    name: NAME.into(),
+                    outcome: Outcome::Skip,
+                    evidence: "the task's Model has no floating parameters to perturb".into(),
+                    seconds: 0.0,
+                    runs: 1,
+                },
+            );
+            return Ok(None);
         }
-        Ok(ours.shapes.is_some_and(|s| !s.is_empty()))
+        let theirs = ask(handover.candidate, perturb, cfg.timeouts.call)?;
+        if !theirs.missing.is_empty() {
+            return Err(Cause::Wrong(format!(
+                "{NAME}: ModelNew has no parameter that is the task's {} (by name, values or shape)",
+                theirs.missing.join(", ")
+            )));
+        }
+        if ours.shapes != theirs.shapes {
+            return Err(Cause::Wrong(format!(
+                "{NAME}: the task's parameters as built in the candidate's worker differ from the reference worker's"
+            )));
+        }
+        let mut what = variant_label(None);
+        if !theirs.paired.is_empty() {
+            what += &format!("; paired by what they are: {}", theirs.paired.join(", "));
+        }
+        if !theirs.extra.is_empty() {
+            what += &format!(
+                "; left unperturbed (the task has no counterpart): {}",
+                theirs.extra.join(", ")
+            );
+        }
+        Ok(Some(what))
     }
 
     /// One trial on perturbed inputs or parameters, recorded as the check `check`. A reference
@@ -179,16 +246,17 @@ impl<S: Spawner> Python<'_, S> {
         handover: &mut Handover<'_, S::Worker>,
         eval: &mut Evaluation,
         check: &str,
+        what: &str,
         variant: Option<Variant>,
         index: u32,
     ) -> Result<(), Failed> {
         let started = Instant::now();
-        let what = variant_label(variant.as_ref());
         let plan = TrialPlan {
             index,
             variant,
             deep: false,
             kernelbench: false,
+            second_calls: false,
         };
         let trial = self.trial(handover, &plan, eval)?;
         let outcome = match (trial.correct, trial.uncheckable) {
@@ -258,6 +326,7 @@ impl<S: Spawner> Python<'_, S> {
             }),
             deep: false,
             kernelbench: false,
+            second_calls: false,
         };
         let (outcome, evidence) = match self.trial(handover, &plan, eval) {
             Ok(trial) if trial.correct => (Outcome::Pass, format!("{what}: correct")),
@@ -308,7 +377,7 @@ impl<S: Spawner> Python<'_, S> {
             seed,
             forward_seed,
             variant: plan.variant.clone(),
-            deep: plan.deep,
+            deep: plan.deep && plan.second_calls,
             out,
             transport,
         };

@@ -971,3 +971,66 @@ def test_the_control_arm_times_the_tasks_reference_in_the_candidates_process(tmp
     assert len(reply["samples_ms"]) == 3 and "checks" not in reply
     # The candidate's own arm is untouched and still times ModelNew.
     assert session.candidate.timed is None
+
+
+def _named(**tensors):
+    return list(tensors.items())
+
+
+def test_parameters_pair_by_name_then_values_then_shape():
+    w, b, ones, zeros = torch.randn(6, 4), torch.randn(6), torch.ones(6), torch.zeros(6)
+    reference = _named(**{"fc.weight": w, "fc.bias": b, "bias": torch.randn(6), "gn.weight": ones, "gn.bias": zeros})
+    # The same five, registered in another order under other names, four of one shape.
+    candidate = _named(gn_b=zeros.clone(), gn_w=ones.clone(), added=reference[2][1].clone(), fc_b=b.clone(), fc_w=w.clone())
+    pairs, missing, extra = harness.pair(reference, candidate)
+    assert sorted(pairs) == [("added", "bias", (0,)), ("fc_b", "fc.bias", (0,)), ("fc_w", "fc.weight", (0, 1)), ("gn_b", "gn.bias", (0,)), ("gn_w", "gn.weight", (0,))]
+    assert (missing, extra) == ([], [])
+
+
+def test_a_parameter_stored_transposed_or_reshaped_pairs_by_its_values():
+    w, b = torch.randn(5, 5), torch.randn(5)
+    # Square: the transposed weight has the weight's own shape, and values decide.
+    pairs, missing, extra = harness.pair(_named(w=w, b=b), _named(wt=w.t().contiguous(), b=b.reshape(1, 5)))
+    assert pairs == [("b", "b", (0,)), ("wt", "w", (1, 0))]
+    conv = torch.randn(3, 2, 2, 2)
+    flat = conv.permute(0, 2, 3, 1).reshape(3, 8)
+    assert harness.pair(_named(conv=conv), _named(flat=flat))[0] == [("flat", "conv", (0, 2, 3, 1))]
+
+
+def test_same_shapes_with_other_values_pair_in_registration_order():
+    reference = _named(a=torch.randn(4), b=torch.randn(3, 4))
+    pairs, _, _ = harness.pair(reference, _named(y=torch.randn(3, 4), x=torch.randn(4)))
+    assert pairs == [("y", "b", (0, 1)), ("x", "a", (0,))]
+
+
+def test_unpaired_parameters_are_named_on_each_side():
+    reference = _named(weight=torch.randn(4), bias=torch.randn(4))
+    pairs, missing, extra = harness.pair(reference, _named(weight=reference[0][1].clone(), pool=torch.full((1, 1, 3), 1 / 3)))
+    assert pairs == [("weight", "weight", (0,))]
+    assert (missing, extra) == (["bias"], ["pool"])
+
+
+def test_the_candidate_perturbs_each_parameter_as_its_partner(tmp_path):
+    task = write(tmp_path, "linear.py", LINEAR_TASK)
+    body = """
+    class ModelNew(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            fc = nn.Linear(n, n)
+            self.scale = nn.Parameter(torch.ones(1), requires_grad=False)
+            self.b = nn.Parameter(fc.bias.detach().reshape(1, n).clone())
+            self.wt = nn.Parameter(fc.weight.detach().t().contiguous())
+        def forward(self, x):
+            return (x @ self.wt + self.b) * self.scale
+    """
+    candidate = make_candidate(tmp_path, body, task=task, scale=None)
+    reference = Reference(Load(device="cpu", precision="fp32", atol=1e-2, rtol=1e-2, task=str(task), set={}))
+    shapes = harness.perturb(reference.model, 5)
+    reply = candidate.perturb(5)
+    assert reply["shapes"] == shapes and reply["missing"] == [] and reply["extra"] == ["scale [1]"]
+    assert reply["paired"] == ["b [1, 8] = fc.bias [8]", "wt [8, 8] = fc.weight [8, 8] permuted [1, 0]"]
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        # The same values in another layout: the same outputs, up to the summation order.
+        assert torch.allclose(candidate.model(x), reference.model(x), atol=1e-6)
+    assert candidate.model.scale.item() == 1.0

@@ -118,6 +118,34 @@ class Candidate:
         log.run("outputs.independence", _unless_oom, self.independence, req, first, log)
         log.run("determinism.rerun", _unless_oom, self.rerun, req, first, log)
 
+    def perturb(self, seed):
+        """`params.perturbation`: ModelNew's parameters get the values the reference worker's
+        get. Paired here, where both lists can be seen: this worker builds the task's Model as
+        the reference worker does (same initialisation), pairs ModelNew's parameters with it by
+        what they are (`harness.pair`), perturbs it with the same seed, and copies each
+        parameter's new values into its partner (transposed and reshaped alike); the copy is
+        then dropped. A parameter of ModelNew's without a partner (a constant the reference
+        computes inline) is left as it is; one of the reference's without a partner is named for
+        kbench to fail. The pairing runs in the untrusted worker, but the trial that follows is
+        compared with the reference worker's own perturbed model: a false pairing only fails."""
+        reference = harness.build(self.task.Model, self.init, self.device, self.precision)
+        ours = dict(harness.floating(self.model))
+        pairs, missing, extra = harness.pair(harness.floating(reference), list(ours.items()))
+        shapes = harness.perturb(reference, seed)
+        theirs = dict(harness.floating(reference))
+        named = lambda name, p: f"{name} {list(p.shape)}"  # noqa: E731
+        paired = []  # the pairs not by the same name and shape, for the evidence
+        with torch.no_grad():
+            for c, r, dims in pairs:
+                ours[c].copy_(theirs[r].permute(dims).reshape(ours[c].shape))
+                permuted = dims != tuple(range(len(dims)))
+                if c != r or ours[c].shape != theirs[r].shape or permuted:
+                    paired.append(f"{named(c, ours[c])} = {named(r, theirs[r])}" + (f" permuted {list(dims)}" if permuted else ""))
+        reply = {"shapes": shapes, "paired": paired, "missing": [named(r, theirs[r]) for r in missing], "extra": [named(c, ours[c]) for c in extra]}
+        del reference, theirs
+        harness.release_memory(self.device)
+        return reply
+
     def profile(self, req):
         """`profile.library_share`, asked for after timing: profiling leaves state in the
         process (an identity run that profiled before timing measured host-bound networks up
@@ -245,7 +273,7 @@ class Session:
 
     def perturb(self, req: Perturb) -> Perturbed:
         self.candidate.perturbed = req.seed
-        return {"shapes": harness.perturb(self.candidate.model, req.seed)}
+        return self.candidate.perturb(req.seed)
 
     def time(self, req: TimeSetup | Time) -> Warmed | Timed:
         # Nothing beyond the reference's work: `timing.wall_envelope` compares both workers'

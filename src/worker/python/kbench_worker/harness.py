@@ -6,6 +6,7 @@ Inputs are made directly on the target device from a per-trial seed, so both wor
 identical inputs without copying them (and without a multi-GB detour through host memory).
 """
 
+import itertools
 import json
 
 import torch
@@ -129,6 +130,48 @@ def perturb(model, seed):
             u2 = torch.rand(p.shape, generator=g, device=p.device, dtype=p.dtype) * 2 - 1
             p.mul_(1 + u1).add_(u2 * (0.1 * (scale or 1.0)))
     return shapes
+
+
+def floating(model):
+    """The model's floating parameters by name, in registration order (what `perturb` changes)."""
+    return [(name, p) for name, p in model.named_parameters() if p.is_floating_point()]
+
+
+def pair(reference, candidate):
+    """`params.perturbation`'s pairing: each of the candidate's parameters with the reference's
+    that is the same parameter, by what it is, not where it was registered. In turn: the same
+    name (and size); the same values in the same shape; the same values up to a transpose and a
+    reshape (a weight stored transposed or flattened); the same shape, in registration order
+    (the same shapes registered in another order). Values are compared before perturbing, so the
+    constant initialisations (ones, zeros) pair in registration order too. ``reference`` and
+    ``candidate`` are (name, tensor) lists. Returns (pairs, missing, extra): (candidate name,
+    reference name, dims) for each pair, the candidate's tensor being the reference's permuted
+    by dims and reshaped; the reference's parameters without a counterpart; the candidate's."""
+    ref, cand, pairs = dict(reference), dict(candidate), []
+
+    def take(match):
+        for c, ct in list(cand.items()):
+            for r, rt in ref.items():
+                dims = match(c, ct, r, rt)
+                if dims is not None:
+                    pairs.append((c, r, dims))
+                    del cand[c], ref[r]
+                    break
+
+    same = lambda rt: tuple(range(rt.dim()))  # noqa: E731
+    take(lambda c, ct, r, rt: (_layout(rt, ct) or same(rt)) if c == r and ct.numel() == rt.numel() else None)
+    take(lambda c, ct, r, rt: same(rt) if ct.shape == rt.shape and torch.equal(ct, rt) else None)
+    take(lambda c, ct, r, rt: _layout(rt, ct))
+    take(lambda c, ct, r, rt: same(rt) if ct.shape == rt.shape else None)
+    return pairs, list(ref), list(cand)
+
+
+def _layout(r, c):
+    """The order of ``r``'s dimensions that, reshaped, holds ``c``'s values, or None."""
+    if r.numel() != c.numel() or r.dtype != c.dtype:
+        return None
+    flat = c.reshape(-1)
+    return next((dims for dims in itertools.permutations(range(r.dim())) if torch.equal(r.permute(dims).reshape(-1), flat)), None)
 
 
 def synchronize(device):

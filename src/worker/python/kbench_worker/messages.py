@@ -360,6 +360,9 @@ class Checked(TypedDict, total=False):
 
 
 class Perturbed(TypedDict, total=False):
+    extra: list[str]
+    missing: list[str]
+    paired: list[str]
     shapes: Optional[list[Any]]
 
 
