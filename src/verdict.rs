@@ -241,6 +241,11 @@ pub struct KernelEvidence {
     pub unmapped: Option<String>,
 }
 
+/// The least GPU time in a profiled call on which the library share is judged: below it a few
+/// library launches that do none of the task's work (a fill, a copy of the output) are a large
+/// share (CUDA-L1's level1/32 kernel: 53 % of 4 µs).
+const LIBRARY_JUDGED_FROM_MS: f64 = 0.02;
+
 /// `Pass`, or `NoKernel` with why: no kernel at all (saying which build failed and was caught),
 /// kernels built that never ran in the profiled call, or library kernels above the policy.
 fn judge_kernels(k: &KernelEvidence) -> (Verdict, String) {
@@ -265,8 +270,9 @@ fn judge_kernels(k: &KernelEvidence) -> (Verdict, String) {
             k.defined.join(", ")
         ));
     }
+    let judged = k.total_ms.is_none_or(|t| t >= LIBRARY_JUDGED_FROM_MS);
     match (k.library_share, k.library_limit) {
-        (Some(share), Some(limit)) if share > limit => no_kernel(format!(
+        (Some(share), Some(limit)) if share > limit && judged => no_kernel(format!(
             "profile.library_share: {:.0} % of GPU time is in library kernels (cuBLAS, cuDNN, ATen), above the {} policy's {:.0} %",
             share * 100.0,
             k.policy,
@@ -558,6 +564,18 @@ mod tests {
                     total_ms: Some(1.0),
                     library_share: Some(0.9),
                     library_limit: None,
+                    ..built()
+                },
+                Verdict::Pass,
+                "",
+            ),
+            (
+                // A 4 µs call: its library share is not judged.
+                KernelEvidence {
+                    custom_ms: Some(0.0019),
+                    total_ms: Some(0.004),
+                    library_share: Some(0.53),
+                    library_limit: Some(0.5),
                     ..built()
                 },
                 Verdict::Pass,
