@@ -200,7 +200,7 @@ def test_fp64_ratio(method, outcome):
     assert got == outcome, evidence
 
 
-def test_a_miss_is_explained_against_float64():
+def test_a_miss_is_judged_against_float64():
     torch.manual_seed(0)
     a, b = torch.randn(256, 256), torch.randn(256, 256)
     ref32, ref64 = torch.matmul(a, b), torch.matmul(a.double(), b.double())
@@ -209,13 +209,14 @@ def test_a_miss_is_explained_against_float64():
     wrong[3, 7] += 0.01  # one element off: its RMS error stays small, its largest error does not
 
     def ratios(cand):
-        text = precision.explain(ref32, ref64, cand)
-        return [float(x) for x in re.findall(r"([0-9.]+) x", text)]
+        outcome, text = precision.judge_miss(ref32, ref64, cand)
+        return outcome, [float(x) for x in re.findall(r"([0-9.]+) x", text)]
 
-    assert all(r < 16 for r in ratios(reordered))
-    rms, largest = ratios(wrong)
-    assert largest > 100 and largest > 10 * rms
-    assert "no float64 comparison" in precision.explain(torch.zeros(4), torch.zeros(4, dtype=torch.float64), torch.ones(4))
+    outcome, found = ratios(reordered)
+    assert outcome == "pass" and all(r <= precision.SUM_LIMIT for r in found)
+    outcome, (rms, largest) = ratios(wrong)
+    assert outcome == "fail" and largest > 100 and largest > 10 * rms
+    assert precision.judge_miss(torch.zeros(4), torch.zeros(4, dtype=torch.float64), torch.ones(4))[0] == "skip"
 
 
 def test_fp64_ratio_of_an_exact_zero_reference_is_skipped():
@@ -228,9 +229,9 @@ def test_fp64_ratio_needs_a_float64_reference():
     assert precision.judge([x], [x], [x])[0] == "skip"
 
 
-def _check(tmp_path, task, body, deep=True, atol=0.5, rtol=0.5, kernelbench_tolerance=None):
+def _check(tmp_path, task, body, deep=True, atol=0.5, rtol=0.5, kernelbench_tolerance=None, variant=None):
     cand = make_candidate(tmp_path, body, task=task, scale=None, atol=atol, rtol=rtol)
-    ran, req = trial(cand, tmp_path, deep=deep)
+    ran, req = trial(cand, tmp_path, deep=deep, variant=variant)
     ref = Reference(Load(device="cpu", precision="fp32", atol=atol, rtol=rtol, task=str(task), set={}))
     check = CheckOutputs(
         seed=req.seed, forward_seed=req.forward_seed, variant=req.variant, deep=req.deep, candidate_out=req.out, kernelbench_tolerance=kernelbench_tolerance
@@ -273,6 +274,79 @@ def test_reference_passes_an_honest_matmul_with_every_check(tmp_path):
         "determinism.rerun": "pass",
     }
     assert all(e["seconds"] >= 0 and e["evidence"] for e in ran["checks"] + checked["checks"])
+
+
+# -- precision.fp64_judged --------------------------------------------------------------------
+
+BLOCKWISE = """
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        # The same float32 products, summed over k in blocks of 16, last block first.
+        return sum(a[:, k : k + 16] @ b[k : k + 16] for k in reversed(range(0, a.shape[1], 16)))
+"""
+
+CANCELLING_TASK = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return (x * 1e8 + 1.0) - x * 1e8  # 1 in exact arithmetic; fp32 keeps none of it
+
+def get_inputs():
+    return [torch.randn(64, 64)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("deep", [True, False])
+def test_a_reordered_sum_that_misses_a_tight_tolerance_is_judged_correct_against_float64(tmp_path, deep):
+    task = write(tmp_path, "mm.py", MATMUL_TASK)
+    _, checked = _check(tmp_path, task, BLOCKWISE, deep=deep, atol=1e-7, rtol=1e-7, kernelbench_tolerance=1e-7)
+    assert checked["correct"], checked["reason"]
+    judged = {e["name"]: e for e in checked["checks"]}["precision.fp64_judged"]
+    assert judged["outcome"] == "pass"
+    assert re.fullmatch(r"against float64 its RMS error is [0-9.]+ x PyTorch fp32's, its largest error [0-9.]+ x \(limit 2\)", judged["evidence"])
+    assert checked["max_abs_diff"] > 1e-7
+    # KernelBench's rule knows no float64 run: the tolerance fails it.
+    assert checked["kernelbench_correct"] is False
+
+
+def test_an_error_three_times_pytorchs_stays_incorrect(tmp_path):
+    task = write(tmp_path, "mm.py", MATMUL_TASK)
+    body = """
+    class ModelNew(nn.Module):
+        def forward(self, a, b):
+            exact = torch.matmul(a.double(), b.double())
+            return (exact + 3 * (torch.matmul(a, b) - exact)).float()
+    """
+    _, checked = _check(tmp_path, task, body, atol=1e-7, rtol=1e-7)
+    assert not checked["correct"]
+    assert names(checked["checks"])["precision.fp64_judged"] == "fail"
+    assert re.search(r"differs: .*; against float64 its RMS error is [0-9.]+ x PyTorch fp32's", checked["reason"])
+
+
+def test_an_ill_conditioned_reference_leaves_the_tolerance_verdict(tmp_path):
+    task = write(tmp_path, "cancel.py", CANCELLING_TASK)
+    body = """
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            return (x * 1e8 - x * 1e8) + 1.0
+    """
+    _, checked = _check(tmp_path, task, body, atol=1e-4, rtol=1e-4)
+    assert not checked["correct"]
+    assert names(checked["checks"])["precision.fp64_judged"] == "skip"
+    assert "float64 cannot decide" in checked["reason"]
+
+
+def test_signed_inputs_are_judged_against_float64_like_the_mean_shift(tmp_path):
+    task = write(tmp_path, "mm.py", MATMUL_TASK)
+    _, checked = _check(tmp_path, task, BLOCKWISE, deep=False, atol=1e-7, rtol=1e-7, variant={"kind": "signed"})
+    assert checked["correct"], checked["reason"]
+    assert names(checked["checks"])["precision.fp64_error_ratio"] == "pass"
+    assert "precision.fp64_judged" not in names(checked["checks"])
 
 
 def test_reference_reports_input_mutation_as_a_check(tmp_path):
