@@ -345,6 +345,11 @@ pub struct EvalArgs {
     /// 1 % band (a shared GPU gets 3 %); needs NVML
     #[arg(long)]
     pub dedicated: bool,
+    /// Rewrite known toolchain drift in the staged copy of each submission (never the file
+    /// itself) before building: `AT_DISPATCH_*(x.type(), ...)` as `x.scalar_type()`, and
+    /// architectures below the installed nvcc's lowest raised to it; each rewrite is recorded
+    #[arg(long)]
+    pub compat: bool,
     /// Lock the SM clock for the run: `base` (the TDP clock) or a frequency in MHz; needs
     /// --dedicated and root; restored on exit. Never on a GPU others use
     #[arg(long, value_name = "base|MHZ", requires = "dedicated")]

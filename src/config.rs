@@ -144,6 +144,8 @@ pub struct Config {
     /// `--shard I/N`: the share of the selected submissions this run evaluates, as given (the
     /// split fills in its sizes).
     pub shard: Option<Shard>,
+    /// `--compat`: known toolchain drift rewritten in the staged submissions.
+    pub compat: Option<crate::compat::Compat>,
 }
 
 /// `--python`, else $KBENCH_PYTHON, else `.venv/bin/python` in the current folder, else python3.
@@ -488,6 +490,9 @@ impl Config {
             gpu_use,
             sandbox: args.sandbox.into(),
             shard: args.shard,
+            compat: args
+                .compat
+                .then(|| crate::compat::Compat::new(probe.facts.nvcc.as_deref())),
         })
     }
 
@@ -538,6 +543,7 @@ impl Config {
             process_check_always: self.process_check_always,
             overrides: self.overrides_json(),
             kernelbench_tolerance: Some(self.kernelbench_tolerance),
+            compat: self.compat.is_some(),
         }
     }
 }
@@ -576,6 +582,19 @@ mod tests {
             .unwrap(),
         };
         Config::resolve(&args, PathBuf::from("tasks"), "python3".into(), &probe).unwrap()
+    }
+
+    #[test]
+    fn compat_is_a_recorded_setting_without_nvcc_leaving_architectures_alone() {
+        let compat = resolved(&["--compat"]);
+        assert_eq!(
+            compat.compat,
+            Some(crate::compat::Compat { lowest_arch: None })
+        );
+        assert_eq!(
+            compat.recorded().differences(&resolved(&[]).recorded()),
+            ["compat true against unset"]
+        );
     }
 
     #[test]

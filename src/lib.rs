@@ -18,6 +18,7 @@ pub mod cache_key;
 pub mod check;
 pub mod cli;
 pub mod cmd;
+pub mod compat;
 pub mod config;
 pub mod cost;
 pub mod cpus;

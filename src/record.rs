@@ -94,6 +94,10 @@ pub struct RecordedConfig {
     /// (`Evaluation::kernelbench_correct`); unset in records written before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernelbench_tolerance: Option<f64>,
+    /// `--compat`: known toolchain drift was rewritten in the staged submissions
+    /// (`Build::compat`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compat: bool,
 }
 
 impl RecordedConfig {
@@ -178,6 +182,9 @@ pub struct Build {
     /// cache's key), in the evaluation that built it again only.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cache_note: String,
+    /// `--compat`'s rewrites of the staged copy, each `what (N places)` (`compat`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compat: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -224,6 +224,7 @@ mod tests {
                 pool_compiled: Vec::new(),
                 slot_compiled: None,
                 cache_note: String::new(),
+                compat: Vec::new(),
             }
         }
 

@@ -81,11 +81,15 @@ pub fn run(args: &EvalArgs) -> Result<Exit> {
     report::write_files(&record, out)?;
 
     let (findings, facts) = checks_and_facts(&config, &worker_path, &cache, &work)?;
-    let build_key = format!(
+    let mut build_key = format!(
         "torch {} arch {}",
         probe.torch().unwrap_or_default(),
         config.cuda_arch_list
     );
+    // `--compat` builds a rewritten copy.
+    if let Some(compat) = &config.compat {
+        build_key.push_str(&format!(" compat {:?}", compat.lowest_arch));
+    }
     let confinement = confine(&config, &worker_path)?;
     let cache_key =
         cache_key::CacheKey::open(&config.cache).map_err(|e| Error::write(&config.cache, e))?;
@@ -177,6 +181,14 @@ fn evaluate_all(
         },
     );
     progress.finish();
+    if config.compat.is_some() {
+        let rewritten = record
+            .evaluations
+            .iter()
+            .filter(|e| e.build.as_ref().is_some_and(|b| !b.compat.is_empty()))
+            .count();
+        eprintln!("kbench: --compat rewrote {rewritten} file(s)");
+    }
     if let Err(err) = costs.save() {
         eprintln!("kbench: evaluation costs not cached: {err}");
     }

@@ -51,6 +51,7 @@ impl<S: Spawner> Python<'_, S> {
             pool_compiled: Vec::new(),
             slot_compiled: None,
             cache_note: String::new(),
+            compat: Vec::new(),
         };
         let builds = builds_anything(&submission.path);
         if builds {
@@ -108,7 +109,8 @@ impl<S: Spawner> Python<'_, S> {
         let mut env = self.build_env(submission);
         env.push(("CUDA_VISIBLE_DEVICES".into(), String::new()));
         let stage = self.exchange()?;
-        let staged = stage_submission(submission, &stage)?;
+        let (staged, rewrites) = stage_submission(submission, &stage, self.config.compat.as_ref())?;
+        build.compat = rewrites;
         let request = self.compile_request(task, staged);
         let spec = self.spec("compile", log, env);
         let spec = self

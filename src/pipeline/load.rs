@@ -162,7 +162,11 @@ impl<S: Spawner> Python<'_, S> {
         let cfg = self.config;
         let load = self.load_request(task);
         let cand_load = Load {
-            submission: Some(stage_submission(sub, exchange).map_err(Cause::Unready)?),
+            submission: Some(
+                stage_submission(sub, exchange, cfg.compat.as_ref())
+                    .map_err(Cause::Unready)?
+                    .0,
+            ),
             env: Some(self.build_env(sub).into_iter().collect()),
             ..load.clone()
         };

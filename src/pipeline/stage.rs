@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::compat::Compat;
 use crate::config::Device;
 use crate::record::{Check, Outcome};
 use crate::submission::Submission;
@@ -105,25 +106,34 @@ fn exchange_root() -> PathBuf {
 }
 
 /// A copy of the submission in the exchange (a folder the confined worker can read, whatever
-/// the permissions of the submission's own folders), under its own file name; where the
-/// candidate sees it.
+/// the permissions of the submission's own folders), under its own file name, with `--compat`'s
+/// rewrites (`compat`) applied: where the candidate sees it, and the rewrites.
 pub(super) fn stage_submission(
     submission: &Submission,
     exchange: &Exchange,
-) -> Result<PathBuf, String> {
+    compat: Option<&Compat>,
+) -> Result<(PathBuf, Vec<String>), String> {
     let name = submission.path.file_name().map_or_else(
         || "submission.py".into(),
         |n| n.to_string_lossy().into_owned(),
     );
     let (staged, seen) = exchange.file(&name);
-    std::fs::copy(&submission.path, &staged).map_err(|e| {
+    let copy = || -> std::io::Result<Vec<String>> {
+        let Some(compat) = compat else {
+            return std::fs::copy(&submission.path, &staged).map(|_| Vec::new());
+        };
+        let (text, rewrites) = compat.rewrite(&std::fs::read_to_string(&submission.path)?);
+        std::fs::write(&staged, text)?;
+        Ok(rewrites)
+    };
+    let rewrites = copy().map_err(|e| {
         format!(
             "copy {} to {}: {e}",
             submission.path.display(),
             staged.display()
         )
     })?;
-    Ok(seen)
+    Ok((seen, rewrites))
 }
 
 /// A candidate request's outcome, flattened: a body, or what the candidate did instead.

@@ -90,6 +90,7 @@ pub(crate) mod tests {
                 pool_compiled: Vec::new(),
                 slot_compiled: None,
                 cache_note: String::new(),
+                compat: Vec::new(),
             }),
             findings: vec![],
             trials: vec![Trial {
@@ -200,6 +201,7 @@ pub(crate) mod tests {
                 library_policy: "partial".into(),
                 compile_baseline: false,
                 process_check_always: false,
+                compat: false,
                 overrides: serde_json::json!({"scale": "small", "set": {}}),
                 kernelbench_tolerance: Some(1e-4),
             },

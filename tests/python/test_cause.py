@@ -25,12 +25,49 @@ ninja: build stopped: subcommand failed.
 @pytest.mark.parametrize(
     "text,expected",
     [
-        (NVCC, "extension 'fused_ext' failed to build: nvcc fatal : Unsupported gpu architecture 'compute_70'"),
+        (
+            NVCC,
+            "environment: the installed nvcc no longer supports compute_70 (--compat raises it); "
+            "extension 'fused_ext' failed to build: nvcc fatal : Unsupported gpu architecture 'compute_70'",
+        ),
         (GCC, "extension 'relu' failed to build: main.cpp:7:32: error: cannot convert 'float*' to 'int*' in initialization"),
     ],
 )
 def test_a_build_failure_names_the_first_compiler_error(text, expected):
     assert cause.build_message(RuntimeError(text)) == expected
+
+
+# torch 2.11 headers, g++ (reproduced on the CPU) and nvcc's front end, on
+# `AT_DISPATCH_FLOATING_TYPES(x.type(), ...)`.
+DISPATCH_GCC = """Error building extension 'relu': [1/2] c++ -MMD -MF main.o.d -c main.cpp -o main.o
+FAILED: [code=1] main.o
+main.cpp:6:36: warning: 'at::DeprecatedTypeProperties& at::Tensor::type() const' is deprecated: Tensor.type() is deprecated.
+    6 |   AT_DISPATCH_FLOATING_TYPES(x.type(), "relu", ([&] {
+/tmp/b/main.cpp:6:3: error: cannot convert 'const at::DeprecatedTypeProperties' to 'c10::ScalarType'
+torch/include/torch/headeronly/core/Dispatch.h:23:35: note:   initializing argument 1 of 'c10::ScalarType detail::scalar_type(c10::ScalarType)'
+ninja: build stopped: subcommand failed.
+"""
+DISPATCH_NVCC = """Error building extension 'relu': [1/3] nvcc -c cuda.cu -o cuda.cuda.o
+FAILED: cuda.cuda.o
+cuda.cu(12): error: no suitable conversion function from "const at::DeprecatedTypeProperties" to "c10::ScalarType" exists
+"""
+
+
+@pytest.mark.parametrize("text", [DISPATCH_GCC, DISPATCH_NVCC])
+def test_a_dispatch_on_tensor_type_is_named_toolchain_drift(text):
+    import torch
+
+    message = cause.build_message(RuntimeError(text))
+    version = torch.__version__.split("+")[0]
+    assert message.startswith(
+        f"environment: the kernel uses AT_DISPATCH on x.type(), which torch {version} removed (use x.scalar_type()); "
+        "extension 'relu' failed to build: "
+    )
+    assert "DeprecatedTypeProperties" in message
+
+
+def test_a_kernel_error_is_not_drift():
+    assert not cause.build_message(RuntimeError(GCC)).startswith("environment:")
 
 
 def test_a_build_failure_without_compiler_output_says_what_it_has():

@@ -20,6 +20,12 @@ _EXTENSION = re.compile(r"Error building extension '([^']+)'")
 _FOLDERS = re.compile(r"(?<![\w.])/(?:[^\s/:'\"]+/)+")
 # The exception line inside a TorchScript traceback (`RuntimeError: ...`, `builtins.ValueError: ...`).
 _RAISED = re.compile(r"^\s*[\w.]*(Error|Exception):")
+# Toolchain drift: a build that failed because the toolchain moved on, not because of the kernel.
+# torch 2.11 removed the `Tensor::type()` overload the AT_DISPATCH macros accepted (g++: "cannot
+# convert 'const at::DeprecatedTypeProperties' to 'c10::ScalarType'"); CUDA 13's nvcc dropped
+# the oldest architectures ("nvcc fatal : Unsupported gpu architecture 'compute_70'").
+_DISPATCH_TYPE = re.compile(r"DeprecatedTypeProperties.*ScalarType")
+_OLD_ARCH = re.compile(r"Unsupported gpu architecture '((?:sm|compute)_\w+)'")
 
 
 def _clip(line):
@@ -40,13 +46,28 @@ def is_build_failure(exc):
     return "Error building extension" in text or "CalledProcessError" in text or "CompilationError" in text
 
 
+def drift(text):
+    """`environment: <what of the toolchain moved>; ` when compiler output shows a known case of
+    toolchain drift, else "". The prefix `environment: ` is stable (reports key on it)."""
+    if _DISPATCH_TYPE.search(text):
+        import torch
+
+        version = torch.__version__.split("+")[0]
+        return f"environment: the kernel uses AT_DISPATCH on x.type(), which torch {version} removed (use x.scalar_type()); "
+    arch = _OLD_ARCH.search(text)
+    if arch:
+        return f"environment: the installed nvcc no longer supports {arch.group(1)} (--compat raises it); "
+    return ""
+
+
 def build_message(exc):
-    """`extension 'x' failed to build: <first compiler error>`."""
+    """`extension 'x' failed to build: <first compiler error>`, after the toolchain drift it
+    shows (`drift`)."""
     text = str(exc)
     name = _EXTENSION.search(text)
     what = f"extension '{name.group(1)}'" if name else "the extension"
-    found = first_compiler_error(text)
-    return f"{what} failed to build: {found}" if found else f"{what} failed to build: {line(exc)}"
+    found = first_compiler_error(text) or line(exc)
+    return f"{drift(text)}{what} failed to build: {found}"
 
 
 def line(exc):
