@@ -1108,3 +1108,57 @@ def test_the_candidate_perturbs_each_parameter_as_its_partner(tmp_path):
         # The same values in another layout: the same outputs, up to the summation order.
         assert torch.allclose(candidate.model(x), reference.model(x), atol=1e-6)
     assert candidate.model.scale.item() == 1.0
+
+
+BATCHNORM_TASK = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(16)
+        with torch.no_grad():
+            self.bn.running_mean.fill_(0.5)
+            self.bn.running_var.fill_(4.0)
+
+    def forward(self, x):
+        return self.bn(x)
+
+def get_inputs():
+    return [torch.randn(32, 16)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_batchnorm_kernel_on_running_statistics_is_told_apart_from_a_wrong_one(tmp_path):
+    task = write(tmp_path, "bn.py", BATCHNORM_TASK)
+    running = """
+    class ModelNew(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = nn.BatchNorm1d(16)
+            with torch.no_grad():
+                self.bn.running_mean.fill_(0.5)
+                self.bn.running_var.fill_(4.0)
+            self.bn.eval()
+
+        def forward(self, x):
+            return self.bn(x)
+    """
+    _, checked = _check(tmp_path, task, running, deep=False, atol=1e-4, rtol=1e-4)
+    assert not checked["correct"]
+    assert checked["reason"].startswith("BatchNorm: the output is the task's model with running statistics"), checked["reason"]
+    wrong = """
+    class ModelNew(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = nn.BatchNorm1d(16)
+
+        def forward(self, x):
+            return self.bn(x) + 1
+    """
+    _, checked = _check(tmp_path, task, wrong, deep=False, atol=1e-4, rtol=1e-4)
+    assert not checked["correct"] and "BatchNorm" not in checked["reason"]

@@ -174,6 +174,14 @@ class Reference:
         runtime.strict_fp32()
         self.task = harness.load_task(req.task, taskfile.overrides(req.task, req.scale, req.set))
         self.model = harness.build(self.task.Model, harness.init_inputs(self.task), self.device, self.precision)
+        # BatchNorm's running statistics as built, before training-mode calls move them: what a
+        # kernel that normalises with running statistics reads (`explain_batchnorm`).
+        self.running = {
+            name: buffer.clone()
+            for module_name, m in self.model.named_modules()
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.training
+            for name, buffer in m.named_buffers(prefix=module_name)
+        }
         self.timed = None
         self.compiled = None
 
@@ -213,6 +221,8 @@ class Reference:
             self.judge_shift(req, ref, cand, result, log)
         elif "output" in result and fp32:
             result = self.judge_miss(req, ref, cand, result, log)
+        if "output" in result and not result["correct"]:
+            self.explain_batchnorm(req, cand, result)
         elif result["correct"] and req.deep and fp32:
             self.fp64_error_ratio(req, ref, cand, result, log)
         if req.kernelbench_tolerance is not None:
@@ -310,6 +320,23 @@ class Reference:
         del refs64
         harness.release_memory(self.device)
         return result
+
+    def explain_batchnorm(self, req, cand, result):
+        """A wrong output's cause when the task's reference normalises with BatchNorm in training
+        mode (batch statistics, as KernelBench's models run) and the candidate's output is the
+        same model's in eval mode with the running statistics it was built with: the reason says
+        so first. Costs a copy of the model and one call, on a wrong output only."""
+        if not self.running:
+            return
+        model = copy.deepcopy(self.model).eval()
+        model.load_state_dict(self.running, strict=False)
+        inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision, req.variant)
+        evaluated = harness.forward(model, inputs, req.forward_seed)
+        if _handed_over(compare, evaluated, cand, self.atol, self.rtol, checks.Log())["correct"]:
+            cause = "BatchNorm: the output is the task's model with running statistics (eval mode); the task's reference normalises with each batch's statistics (training mode)"
+            result["reason"] = f"{cause}; {result['reason']}"
+        del model, evaluated, inputs
+        harness.release_memory(self.device)
 
     def _float64(self, req):
         """The reference's outputs in float64: a float64 copy of the model (freed on return) on
