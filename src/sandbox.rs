@@ -471,6 +471,17 @@ pub fn protect_self() {
 mod tests {
     use super::*;
 
+    /// `sh -c script`, as a worker is spawned.
+    fn sh(script: String) -> Spawn {
+        Spawn {
+            python: "sh".into(),
+            args: vec!["-c".into(), script],
+            env: Vec::new(),
+            log: PathBuf::new(),
+            cwd: std::env::temp_dir(),
+        }
+    }
+
     #[test]
     fn quoting_survives_quotes_and_spaces() {
         assert_eq!(quote("a b"), "'a b'");
@@ -526,13 +537,7 @@ mod tests {
                 ro = ro.display(),
                 rw = rw.display()
             );
-            let spec = Spawn {
-                python: "sh".into(),
-                args: vec!["-c".into(), inner],
-                env: Vec::new(),
-                log: PathBuf::new(),
-                cwd: std::env::temp_dir(),
-            };
+            let spec = sh(inner);
             let wrapped = jail.wrap(&spec, &[(&rw, &rw)], Some(&shm), true);
             let out = Command::new(&wrapped.python)
                 .args(&wrapped.args)
@@ -603,13 +608,7 @@ mod tests {
              -print 2>/dev/null | grep -q . && echo sibling-found; echo done",
             b = builds.display()
         );
-        let spec = Spawn {
-            python: "sh".into(),
-            args: vec!["-c".into(), inner],
-            env: Vec::new(),
-            log: PathBuf::new(),
-            cwd: std::env::temp_dir(),
-        };
+        let spec = sh(inner);
         let wrapped = c.wrap(&spec, &[(&workspace, Path::new("/kbench"))], None);
         let mut child = Command::new(&wrapped.python)
             .args(&wrapped.args)
@@ -661,16 +660,7 @@ mod tests {
             std::fs::create_dir(&shm).unwrap();
             c.give(&shm).unwrap();
             std::fs::write(shm.join("from-candidate"), b"").unwrap();
-            let spec = Spawn {
-                python: "sh".into(),
-                args: vec![
-                    "-c".into(),
-                    "id -u; ls /dev/shm; ls /proc | grep -c '^[0-9]'".into(),
-                ],
-                env: Vec::new(),
-                log: PathBuf::new(),
-                cwd: std::env::temp_dir(),
-            };
+            let spec = sh("id -u; ls /dev/shm; ls /proc | grep -c '^[0-9]'".into());
             let wrapped = c.beside(&spec, &shm);
             let out = Command::new(&wrapped.python)
                 .args(&wrapped.args)

@@ -343,14 +343,15 @@ impl<L: Link> Session<'_, L> {
                 && position < plan.arm_count
                 && arm != ArmId::Compiled;
             let audits = if audit { AUDIT_CALLS } else { 0 };
+            let (seed, keep) = (rng.gen_range(0..1 << 53), kept_so_far[arm.index()]);
             let draws = Draws {
-                seed: Some(rng.gen_range(0..1 << 53)),
-                keep: kept_so_far[arm.index()],
+                seed: Some(seed),
+                keep,
             };
             let block = self.block(arm, plan.block_n, cycles, audits, plan.burst, draws)?;
             let kept = KeptBlock {
-                seed: draws.seed.unwrap_or_default(),
-                keep: draws.keep,
+                seed,
+                keep,
                 draws: plan.block_n * block.burst,
             };
             kept_so_far[arm.index()] += kept.draws;

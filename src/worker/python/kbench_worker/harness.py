@@ -106,6 +106,11 @@ def forward(model, inputs, seed):
         return model(*inputs)
 
 
+def nbytes(values):
+    """Bytes of the tensors among ``values``."""
+    return sum(x.numel() * x.element_size() for x in values if isinstance(x, torch.Tensor))
+
+
 def release_memory(device):
     """Give cached GPU memory back: the other worker on this GPU may need it next."""
     if device.startswith("cuda"):

@@ -67,10 +67,6 @@ def _tensors(value):
     return []
 
 
-def _nbytes(tensors):
-    return sum(t.numel() * t.element_size() for t in tensors)
-
-
 def _say(step, exc):
     return f"{step}: {type(exc).__name__}: {str(exc).strip()[:300]}"
 
@@ -131,8 +127,8 @@ def _full_size(path, facts, errors):
     except Exception as exc:  # noqa: BLE001
         errors.append(_say("full-size build on meta", exc))
         return None
-    facts["input_bytes"] = _nbytes(_tensors(inputs))
-    facts["param_bytes"] = _nbytes(list(model.parameters()) + list(model.buffers()))
+    facts["input_bytes"] = harness.nbytes(_tensors(inputs))
+    facts["param_bytes"] = harness.nbytes(list(model.parameters()) + list(model.buffers()))
     counter, random_ops = FlopCounterMode(display=False), _RandomOps()
     start = time.perf_counter()
     try:
@@ -149,7 +145,7 @@ def _full_size(path, facts, errors):
             errors.append(_say("full-size forward on meta", exc))
             return None
     seconds = time.perf_counter() - start
-    facts["output_bytes"] = _nbytes(_tensors(out))
+    facts["output_bytes"] = harness.nbytes(_tensors(out))
     facts["min_bytes"] = facts["input_bytes"] + facts["param_bytes"] + facts["output_bytes"]
     return module, init, model, inputs, seconds
 
@@ -413,8 +409,8 @@ def _cost(path, overrides):
             outs = _tensors(harness.forward(model, inputs, FORWARD_SEED))
     except Exception:  # noqa: BLE001
         return None
-    moved = _nbytes(_tensors(inputs)) + _nbytes(outs)
-    params = _nbytes(list(model.parameters()) + list(model.buffers()))
+    moved = harness.nbytes(_tensors(inputs)) + harness.nbytes(outs)
+    params = harness.nbytes(list(model.parameters()) + list(model.buffers()))
     return _Cost(moved, params, counter.get_total_flops(), empty=any(t.numel() == 0 for t in outs))
 
 

@@ -18,7 +18,7 @@ holds more copying than the other's.
 import torch
 
 from . import outputs, transfer
-from .harness import OutputTypeError
+from .harness import OutputTypeError, nbytes
 
 # The most calls a round asks of one arm: two blocks of at most 10 samples of at most 32 calls.
 MAX_SLOTS = 640
@@ -26,10 +26,6 @@ MAX_SLOTS = 640
 GPU_SHARE = 0.05
 # On the host (the CPU, or a GPU whose workers cannot share memory by IPC).
 HOST_BYTES = 256 << 20
-
-
-def _nbytes(tensors):
-    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 class Pool:
@@ -40,25 +36,23 @@ class Pool:
         outputs.exact_type(out)
         tensors = outputs.tensors(out)
         self.structure = outputs.structure(out)
-        # As `transfer` names it: None (one tensor), "tuple" or "list".
-        self.container = ("list" if type(out) is list else "tuple") if outputs._container(out) else None
         self.path = path
         on_gpu = path is None and bool(tensors) and all(t.is_cuda for t in tensors)
         if on_gpu:
             budget = GPU_SHARE * torch.cuda.mem_get_info(tensors[0].device)[1]
         else:
             budget = HOST_BYTES
-        self.slots = int(max(1, min(MAX_SLOTS, budget // max(_nbytes(tensors), 1))))
+        self.slots = int(max(1, min(MAX_SLOTS, budget // max(nbytes(tensors), 1))))
         if on_gpu:
             self.buffers = [torch.empty((self.slots, *t.shape), dtype=t.dtype, device=t.device) for t in tensors]
         else:
             self.buffers = [self._mapped(i, t) for i, t in enumerate(tensors)]
 
     def _mapped(self, i, t):
+        shape = (self.slots, *t.shape)
         if self.path is None:
-            return torch.empty((self.slots, *t.shape), dtype=t.dtype)
-        size = self.slots * t.numel()
-        return torch.from_file(f"{self.path}.{i}", shared=True, size=max(size, 1), dtype=t.dtype)[:size].view(self.slots, *t.shape)
+            return torch.empty(shape, dtype=t.dtype)
+        return _map_file(f"{self.path}.{i}", shape, t.dtype, shared=True)
 
     def keep(self, slot, out):
         """Copy a timed call's output into ``slot``: the same structure as the warm-up's, or the
@@ -74,7 +68,9 @@ class Pool:
 
     def describe(self):
         """What the reference worker needs to read the pool (plain JSON, never a pickle)."""
-        described = {"slots": self.slots, "container": self.container}
+        # As `transfer` names it: None (one tensor), "tuple" or "list".
+        container = self.structure.partition("[")[0] if "[" in self.structure else None
+        described = {"slots": self.slots, "container": container}
         if self.path is None and self.buffers[0].is_cuda:
             return {**described, "ipc": transfer.export_cuda(tuple(self.buffers))}
         if self.path is None:
@@ -86,11 +82,12 @@ class Pool:
         return {**described, "files": files}
 
 
-def _dtype(name):
-    dtype = getattr(torch, name, None)
-    if not isinstance(dtype, torch.dtype):
-        raise OutputTypeError(f"the kept outputs name an unknown dtype {name}")
-    return dtype
+def _map_file(path, shape, dtype, shared):
+    """A tensor of ``shape`` over the file at ``path`` (created or grown when ``shared``)."""
+    numel = 1
+    for s in shape:
+        numel *= s
+    return torch.from_file(path, shared=shared, size=max(numel, 1), dtype=dtype)[:numel].view(shape)
 
 
 def read(description, slot):
@@ -113,13 +110,10 @@ def _read(description, slot):
         shared = transfer.import_cuda(description["ipc"])
         buffers = list(shared) if isinstance(shared, tuple) else [shared]
     else:
-        buffers = []
-        for f in description["files"]:
-            shape, dtype = [int(s) for s in f["shape"]], _dtype(f["dtype"])
-            numel = 1
-            for s in shape:
-                numel *= s
-            buffers.append(torch.from_file(f["path"], shared=False, size=max(numel, 1), dtype=dtype)[:numel].view(shape))
+        buffers = [
+            _map_file(f["path"], [int(s) for s in f["shape"]], transfer.dtype_named(f["dtype"]), shared=False)
+            for f in description["files"]
+        ]
     for b in buffers:
         if b.dim() == 0 or b.shape[0] != slots:
             raise OutputTypeError(f"a kept output buffer of shape {list(b.shape)} does not hold {slots} slots")

@@ -64,10 +64,6 @@ def derive_seed(base, stream):
     return int.from_bytes(digest[:8], "little") & MASK53
 
 
-def _nbytes(inputs):
-    return sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
-
-
 class TimedModel:
     """One worker's timed arm: its model, rotating input sets refreshed before every call, and
     the device helpers (flush buffer, events). Set up on the first timing request, after the
@@ -96,10 +92,10 @@ class TimedModel:
             # before they are written into its set.
             _, total = torch.cuda.mem_get_info()
             self.budget = int(EXTRA_SETS_SHARE * total)
-            sets = max(1, min(INPUT_SETS, self.budget // max(_nbytes(first), 1)))
+            sets = max(1, min(INPUT_SETS, self.budget // max(harness.nbytes(first), 1)))
             # A set over that share (a 16 GiB pooling input) gets new contents by releasing its
             # storage first: a copy would need two at once, in both workers.
-            self.swap = _nbytes(first) > self.budget
+            self.swap = harness.nbytes(first) > self.budget
             l2 = torch.cuda.get_device_properties(torch.device(device)).L2_cache_size
             self.flush_buffer = torch.ones(max(2 * l2, 1 << 20) // 4, device=device)
             self.flush_sink = torch.empty((), device=device)
@@ -206,7 +202,7 @@ class TimedModel:
     def _grow(self, count):
         """At least `count` input sets, memory permitting (the extra sets and the burst's `count`
         new contents within the share): each call of a burst has its own."""
-        size = _nbytes(self.sets[0])
+        size = harness.nbytes(self.sets[0])
         while len(self.sets) < count and (self.budget is None or size * (len(self.sets) + count) <= self.budget):
             self.sets.append(harness.make_inputs(self.task, derive_seed(self.base, len(self.sets)), self.device, self.precision))
         return min(count, len(self.sets))

@@ -30,16 +30,21 @@ def _encode(value):
     raise TypeError(f"cannot share a {type(value).__name__}")
 
 
+def dtype_named(name):
+    """The torch dtype a plain-JSON name (``float32``) stands for; ValueError for any other."""
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"unknown dtype {name}")
+    return dtype
+
+
 def _decode(value):
     if isinstance(value, dict):
         (kind, inner), = value.items()
         if kind == "bytes":
             return base64.b64decode(inner)
         if kind == "dtype":
-            dtype = getattr(torch, inner, None)
-            if not isinstance(dtype, torch.dtype):
-                raise ValueError(f"unknown dtype {inner}")
-            return dtype
+            return dtype_named(inner)
         if kind == "class":
             return _CLASSES[inner]
         if kind == "tuple":
