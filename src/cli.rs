@@ -357,6 +357,10 @@ pub struct EvalArgs {
     /// How much GPU time library kernels may take before a correct submission is `no_kernel`
     #[arg(long, value_enum, default_value_t = LibraryPolicyArg::Partial)]
     pub library_policy: LibraryPolicyArg,
+    /// The module contract the gate holds submissions to: kbench's (a `contract` verdict
+    /// fails), or KernelBench's, which checks values only (a `contract` verdict warns)
+    #[arg(long, value_enum, value_name = "kbench|kernelbench", default_value = "kbench")]
+    pub contract: crate::gate::ContractRule,
     /// Fail the gate when a correct kernel's speedup is below X
     #[arg(long, value_name = "X")]
     pub min_speedup: Option<f64>,

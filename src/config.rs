@@ -146,6 +146,8 @@ pub struct Config {
     pub shard: Option<Shard>,
     /// `--compat`: known toolchain drift rewritten in the staged submissions.
     pub compat: Option<crate::compat::Compat>,
+    /// `--contract`: whether a `contract` verdict fails the gate or warns.
+    pub contract: crate::gate::ContractRule,
 }
 
 /// `--python`, else $KBENCH_PYTHON, else `.venv/bin/python` in the current folder, else python3.
@@ -493,6 +495,7 @@ impl Config {
             compat: args
                 .compat
                 .then(|| crate::compat::Compat::new(probe.facts.nvcc.as_deref())),
+            contract: args.contract,
         })
     }
 
@@ -544,6 +547,7 @@ impl Config {
             overrides: self.overrides_json(),
             kernelbench_tolerance: Some(self.kernelbench_tolerance),
             compat: self.compat.is_some(),
+            contract: self.contract,
         }
     }
 }
@@ -595,6 +599,19 @@ mod tests {
             compat.recorded().differences(&resolved(&[]).recorded()),
             ["compat true against unset"]
         );
+    }
+
+    #[test]
+    fn the_contract_rule_is_recorded_only_when_kernelbench_s() {
+        let kernelbench = resolved(&["--contract", "kernelbench"]).recorded();
+        assert_eq!(kernelbench.contract, crate::gate::ContractRule::Kernelbench);
+        assert_eq!(
+            kernelbench.differences(&resolved(&[]).recorded()),
+            ["contract \"kernelbench\" against unset"]
+        );
+        // kbench's own is the default: a record written before the flag reads alike.
+        let default = serde_json::to_value(resolved(&[]).recorded()).unwrap();
+        assert!(default.get("contract").is_none());
     }
 
     #[test]

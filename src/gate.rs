@@ -1,5 +1,7 @@
 //! The CI gate: which evaluations fail a run. Exit code 1 when any does.
 
+use serde::{Deserialize, Serialize};
+
 use crate::record::RunRecord;
 use crate::verdict::Verdict;
 
@@ -7,16 +9,45 @@ use crate::verdict::Verdict;
 pub struct Gate {
     /// One line per failing evaluation.
     pub failures: Vec<String>,
+    /// One line per `contract` verdict the run's `--contract kernelbench` let through.
+    pub warnings: Vec<String>,
 }
 
-/// Fail on every failed verdict, on timings the speed of light rules out (`Timing::invalid`,
-/// whatever the verdict: a correct result timed impossibly fast is not a result), and on correct
-/// kernels below `min_speedup` when given. `no_kernel` and `skipped` do not fail the gate
-/// otherwise: they are reported.
+/// `--contract`: which module contract the gate holds a submission to (a recorded setting).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum ContractRule {
+    /// kbench's: a `contract` verdict fails the gate like any other failure.
+    #[default]
+    Kbench,
+    /// KernelBench's, which checks values only: a `contract` verdict is a warning (still
+    /// counted in the summary, and named by the gate).
+    Kernelbench,
+}
+
+impl ContractRule {
+    pub fn is_kbench(&self) -> bool {
+        *self == ContractRule::Kbench
+    }
+}
+
+/// Fail on every failed verdict (a `contract` one only under the run's `--contract kbench`, the
+/// default; a warning under `kernelbench`), on timings the speed of light rules out
+/// (`Timing::invalid`, whatever the verdict: a correct result timed impossibly fast is not a
+/// result), and on correct kernels below `min_speedup` when given. `no_kernel` and `skipped` do
+/// not fail the gate otherwise: they are reported.
 pub fn judge(record: &RunRecord, min_speedup: Option<f64>) -> Gate {
     let mut gate = Gate::default();
+    let contract_warns = record.config.contract == ContractRule::Kernelbench;
     for e in &record.evaluations {
-        if e.verdict.is_failure() {
+        if e.verdict == Verdict::Contract && contract_warns {
+            gate.warnings.push(format!(
+                "{} {}: contract (a warning under --contract kernelbench): {}",
+                e.label(),
+                e.file,
+                e.reason
+            ));
+        } else if e.verdict.is_failure() {
             gate.failures
                 .push(format!("{} {}: {}", e.label(), e.file, e.verdict));
         } else if let Some(t) = e.timing.as_ref().filter(|t| t.invalid) {
@@ -54,6 +85,23 @@ mod tests {
         assert_eq!(judge(&record, None).failures.len(), 2);
         // with a 3x floor the four passes fail too; no_kernel is not held to it.
         assert_eq!(judge(&record, Some(3.0)).failures.len(), 6);
+    }
+
+    #[test]
+    fn a_contract_verdict_fails_unless_the_run_holds_kernelbench_s_contract() {
+        let mut record = sample_record();
+        record.evaluations[0].verdict = Verdict::Contract;
+        record.evaluations[0].reason = "inputs.integrity: forward modified its input(s) [0]".into();
+        let gate = judge(&record, None);
+        assert_eq!((gate.failures.len(), gate.warnings.len()), (3, 0));
+        assert!(gate.failures[0].ends_with(": contract"), "{:?}", gate.failures);
+        record.config.contract = ContractRule::Kernelbench;
+        let gate = judge(&record, None);
+        assert_eq!((gate.failures.len(), gate.warnings.len()), (2, 1));
+        assert!(gate.warnings[0].contains("forward modified its input(s) [0]"));
+        // the other failures stay failures
+        record.evaluations[0].verdict = Verdict::Environment;
+        assert_eq!(judge(&record, None).failures.len(), 3);
     }
 
     #[test]

@@ -98,6 +98,9 @@ pub struct RecordedConfig {
     /// (`Build::compat`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub compat: bool,
+    /// `--contract`: the module contract the gate holds submissions to; unset for kbench's own.
+    #[serde(default, skip_serializing_if = "crate::gate::ContractRule::is_kbench")]
+    pub contract: crate::gate::ContractRule,
 }
 
 impl RecordedConfig {

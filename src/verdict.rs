@@ -14,8 +14,16 @@ pub enum Verdict {
     Pass,
     /// Correct, but pure PyTorch: no compiled or JIT kernel of its own.
     NoKernel,
-    /// Wrong values, shape or dtype, NaN, or inputs modified.
+    /// Wrong values, shape or dtype, NaN.
     Incorrect,
+    /// The values KernelBench checks are right, but the module breaks kbench's module contract,
+    /// which KernelBench does not check: it writes into its inputs, returns the same output
+    /// storage on every call, follows its parameters only as they were at construction, or
+    /// keeps state between calls. The reason names the check and its evidence.
+    Contract,
+    /// Not judged on its merits: the kernel needs an API or an architecture the installed
+    /// toolchain no longer has (the reason starts with `environment: `, naming the drift).
+    Environment,
     /// Python syntax error or an extension that failed to build.
     CompileError,
     /// An exception at import, construction or call (CUDA errors and out-of-memory included).
@@ -36,6 +44,8 @@ impl Verdict {
             Verdict::Pass => "pass",
             Verdict::NoKernel => "no_kernel",
             Verdict::Incorrect => "incorrect",
+            Verdict::Contract => "contract",
+            Verdict::Environment => "environment",
             Verdict::CompileError => "compile_error",
             Verdict::RuntimeError => "runtime_error",
             Verdict::Timeout => "timeout",
@@ -87,6 +97,9 @@ pub enum Cause {
     Uncheckable(String),
     /// The candidate's outputs are wrong; the reason names the check where one ran.
     Wrong(String),
+    /// The outputs KernelBench checks are right, but the module breaks kbench's module
+    /// contract; the reason names the check and its evidence.
+    Contract(String),
     /// A timed call's kept output is wrong where the trials' were right; the reason names it.
     TimedOutputWrong(String),
     /// A timing reply that holds no valid times: the worker is broken.
@@ -112,6 +125,9 @@ impl Cause {
     /// The verdict and its reason: the one map from what happened to a verdict.
     pub fn decide(&self) -> (Verdict, String) {
         match self {
+            Cause::BuildFailed(message) if drifted(message) => {
+                (Verdict::Environment, message.clone())
+            }
             Cause::BuildFailed(message) => (Verdict::CompileError, message.clone()),
             Cause::BuildTimedOut(message) => (Verdict::Timeout, format!("build: {message}")),
             Cause::BuildCrashed(message) => (Verdict::Crashed, format!("build: {message}")),
@@ -121,6 +137,7 @@ impl Cause {
             Cause::ReferenceError(step, e) => (Verdict::Skipped, of_reference_error(*step, e)),
             Cause::Unready(why) | Cause::Uncheckable(why) => (Verdict::Skipped, why.clone()),
             Cause::Wrong(why) => (Verdict::Incorrect, why.clone()),
+            Cause::Contract(why) => (Verdict::Contract, why.clone()),
             Cause::TimedOutputWrong(why) => (Verdict::Cheat, why.clone()),
             Cause::MalformedTimes(why) => (Verdict::Crashed, why.clone()),
             Cause::NoCleanRounds => (
@@ -156,11 +173,22 @@ impl Cause {
     }
 }
 
+/// The stable prefix of a build cause that is known toolchain drift (the worker's
+/// `cause.drift`): an API or an architecture the installed toolchain no longer has.
+const ENVIRONMENT: &str = "environment: ";
+
+/// Whether a build's cause is known toolchain drift.
+fn drifted(cause: &str) -> bool {
+    cause.starts_with(ENVIRONMENT)
+}
+
 /// The verdict for an error the candidate's code raised.
 fn of_worker_error(error: &WorkerError) -> Verdict {
     match error.kind {
+        ErrorKind::Build if drifted(&error.message) => Verdict::Environment,
         ErrorKind::Syntax | ErrorKind::Build => Verdict::CompileError,
         ErrorKind::Output => Verdict::Incorrect,
+        ErrorKind::Contract => Verdict::Contract,
         ErrorKind::Cheat => Verdict::Cheat,
         _ => Verdict::RuntimeError,
     }
@@ -247,17 +275,26 @@ pub struct KernelEvidence {
 const LIBRARY_JUDGED_FROM_MS: f64 = 0.02;
 
 /// `Pass`, or `NoKernel` with why: no kernel at all (saying which build failed and was caught),
-/// kernels built that never ran in the profiled call, or library kernels above the policy.
+/// kernels built that never ran in the profiled call, or library kernels above the policy. A
+/// module that fell back because its build met known toolchain drift is `Environment`: its
+/// kernel was not judged.
 fn judge_kernels(k: &KernelEvidence) -> (Verdict, String) {
     let no_kernel = |why: String| (Verdict::NoKernel, why);
     if k.kernels.is_empty() {
-        return no_kernel(match k.build_failures.first() {
-            Some(f) => format!(
-                "{} (in {}), and the module fell back to PyTorch",
-                f.cause, f.phase
+        return match k.build_failures.first() {
+            Some(f) => (
+                if drifted(&f.cause) {
+                    Verdict::Environment
+                } else {
+                    Verdict::NoKernel
+                },
+                format!(
+                    "{} (in {}), and the module fell back to PyTorch",
+                    f.cause, f.phase
+                ),
             ),
-            None => "correct, but no custom kernel (pure PyTorch)".into(),
-        });
+            None => no_kernel("correct, but no custom kernel (pure PyTorch)".into()),
+        };
     }
     if let Some(evidence) = &k.unmapped {
         return no_kernel(format!("kernels.mapped: {evidence}"));

@@ -58,6 +58,9 @@ pub struct Shipped {
     pub ipc: Option<Value>,
     pub compiled: Option<Vec<String>>,
     pub checks: Vec<Check>,
+    /// The first breach of the module contract the call's checks found, naming the check: a
+    /// `contract` verdict where the reference finds the outputs right.
+    pub contract: Option<String>,
 }
 
 impl Command for Trial {

@@ -152,20 +152,24 @@ impl<S: Spawner> Python<'_, S> {
                 kernelbench: true,
                 second_calls: pure,
             };
-            let trial = match self.trial(handover, &plan, eval) {
-                Ok(trial) => trial,
+            let (trial, breach) = match self.trial(handover, &plan, eval) {
+                Ok(judged) => judged,
                 Err(cause) => {
                     eval.kernelbench_correct = kernelbench_after(&cause);
                     return Err(failed.unwrap_or(cause));
                 }
             };
             kernelbench &= trial.kernelbench_correct == Some(true);
-            if failed.is_none() {
-                let reason = format!("trial {index}: {}", trial.reason);
+            // Wrong values in a later trial outrank a breach of the module contract.
+            if failed.as_ref().is_none_or(|c| matches!(c, Cause::Contract(_))) {
+                let at = format!("trial {index}");
                 if trial.uncheckable {
-                    failed = Some(Cause::Uncheckable(reason));
+                    failed = failed.or(Some(Cause::Uncheckable(format!("{at}: {}", trial.reason))));
                 } else {
-                    failed = (!trial.correct).then_some(Cause::Wrong(reason));
+                    failed = match failure(&trial, breach, &at) {
+                        Some(wrong @ Cause::Wrong(_)) => Some(wrong),
+                        found => failed.or(found),
+                    };
                     eval.trials.push(trial);
                 }
             }
@@ -216,8 +220,8 @@ impl<S: Spawner> Python<'_, S> {
         }
         let theirs = ask(handover.candidate, perturb, cfg.timeouts.call)?;
         if !theirs.missing.is_empty() {
-            return Err(Cause::Wrong(format!(
-                "{NAME}: ModelNew has no parameter that is the task's {} (by name, values or shape)",
+            return Err(Cause::Contract(format!(
+                "{NAME}: ModelNew has no parameter that is the task's {} (by name, values or shape), so a change of it cannot reach the module",
                 theirs.missing.join(", ")
             )));
         }
@@ -258,15 +262,22 @@ impl<S: Spawner> Python<'_, S> {
             kernelbench: false,
             second_calls: false,
         };
-        let trial = self.trial(handover, &plan, eval)?;
-        let outcome = match (trial.correct, trial.uncheckable) {
-            (true, _) => Outcome::Pass,
-            (false, true) => Outcome::Skip,
-            (false, false) => {
-                let reason = format!("{check} ({what}): {}", trial.reason);
-                eval.trials.push(trial);
-                return Err(Cause::Wrong(reason));
-            }
+        let params = plan.variant.is_none();
+        let (trial, breach) = self.trial(handover, &plan, eval)?;
+        let outcome = if trial.uncheckable {
+            Outcome::Skip
+        } else if let Some(cause) = failure(&trial, breach, &format!("{check} ({what})")) {
+            eval.trials.push(trial);
+            // Right with the parameters it was built with, wrong with new ones: the module
+            // keeps what it derived from them at construction.
+            return Err(match cause {
+                Cause::Wrong(why) if params => Cause::Contract(format!(
+                    "{why}; right with the parameters it was built with, wrong after they changed"
+                )),
+                cause => cause,
+            });
+        } else {
+            Outcome::Pass
         };
         let result = if trial.reason.is_empty() {
             "correct"
@@ -329,13 +340,16 @@ impl<S: Spawner> Python<'_, S> {
             second_calls: false,
         };
         let (outcome, evidence) = match self.trial(handover, &plan, eval) {
-            Ok(trial) if trial.correct => (Outcome::Pass, format!("{what}: correct")),
-            Ok(trial) if trial.uncheckable => (Outcome::Skip, format!("{what}: {}", trial.reason)),
-            Ok(trial) => {
-                let reason = format!("{NAME} ({what}): {}", trial.reason);
-                eval.trials.push(trial);
-                return Err(Cause::Wrong(reason));
+            Ok((trial, _)) if trial.uncheckable => {
+                (Outcome::Skip, format!("{what}: {}", trial.reason))
             }
+            Ok((trial, breach)) => match failure(&trial, breach, &format!("{NAME} ({what})")) {
+                None => (Outcome::Pass, format!("{what}: correct")),
+                Some(cause) => {
+                    eval.trials.push(trial);
+                    return Err(cause);
+                }
+            },
             Err(cause @ Cause::ReferenceError(..)) => {
                 (Outcome::Skip, format!("{what}: {}", cause.reason()))
             }
@@ -363,13 +377,14 @@ impl<S: Spawner> Python<'_, S> {
 
     /// One correctness trial: fresh inputs from the trial's seed in both workers, the candidate's
     /// outputs and inputs handed to the reference worker, compared there. The workers' check
-    /// entries go into `eval`.
+    /// entries go into `eval`. Returns the trial, and the breach of the module contract either
+    /// worker found in the call, if any (the reference's, which saw the inputs written, first).
     fn trial(
         &self,
         handover: &mut Handover<'_, S::Worker>,
         plan: &TrialPlan,
         eval: &mut Evaluation,
-    ) -> Result<Trial, Failed> {
+    ) -> Result<(Trial, Option<String>), Failed> {
         let cfg = self.config;
         let seed = derive_seed(cfg.seed, 2 * u64::from(plan.index) + 1);
         let forward_seed = derive_seed(cfg.seed, 2 * u64::from(plan.index) + 2);
@@ -399,7 +414,7 @@ impl<S: Spawner> Python<'_, S> {
         for c in ran.checks.into_iter().chain(checked.checks) {
             merge_check(&mut eval.checks, c);
         }
-        Ok(Trial {
+        let trial = Trial {
             index: plan.index,
             correct: checked.correct,
             uncheckable: checked.uncheckable,
@@ -407,8 +422,19 @@ impl<S: Spawner> Python<'_, S> {
             max_abs_diff: checked.max_abs_diff,
             max_rel_diff: checked.max_rel_diff,
             kernelbench_correct: checked.kernelbench_correct,
-        })
+        };
+        Ok((trial, checked.contract.or(ran.contract)))
     }
+}
+
+/// What a compared trial decides, its reason after `at`: wrong values (`incorrect`, whatever
+/// else the call broke), else a breach of the module contract found in the call (`contract`),
+/// else nothing. An uncheckable trial is its caller's to judge.
+fn failure(trial: &Trial, breach: Option<String>, at: &str) -> Option<Cause> {
+    if !trial.correct {
+        return Some(Cause::Wrong(format!("{at}: {}", trial.reason)));
+    }
+    breach.map(|b| Cause::Contract(format!("{at}: {b}")))
 }
 
 /// KernelBench's verdict when one of its trials ended in `cause`: false where the kernel failed

@@ -218,6 +218,9 @@ pub fn final_report(
     }
     text.push_str(&wall_time_lines(summary));
     text.push_str(&format!("reports in {}\n", out.display()));
+    for w in &gate.warnings {
+        text.push_str(&format!("gate: warning: {w}\n"));
+    }
     if gate.failures.is_empty() {
         text.push_str("gate: passed\n");
     } else {

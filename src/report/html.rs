@@ -27,10 +27,12 @@ pub struct Run<'a> {
 /// The ids of the plots every run section holds, in page order.
 pub const PLOTS: [&str; 5] = ["speedup", "fast-p", "verdicts", "sol", "phases"];
 
-const VERDICTS: [Verdict; 9] = [
+const VERDICTS: [Verdict; 11] = [
     Verdict::Pass,
     Verdict::NoKernel,
     Verdict::Incorrect,
+    Verdict::Contract,
+    Verdict::Environment,
     Verdict::CompileError,
     Verdict::RuntimeError,
     Verdict::Timeout,
@@ -51,8 +53,8 @@ table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;p
 text-align:left;vertical-align:top}th{background:#eee}table.sortable th{cursor:pointer}\
 td.num{text-align:right;font-variant-numeric:tabular-nums}figure{display:inline-block;\
 margin:0 1em 1em 0}figcaption{font-size:90%;color:#555;max-width:640px}\
-.pass,.no_kernel{color:#1a7f37}.incorrect,.cheat,.crashed,.runtime_error,.compile_error,\
-.timeout{color:#c62828}code{white-space:pre-wrap}";
+.pass,.no_kernel{color:#1a7f37}.incorrect,.contract,.environment,.cheat,.crashed,.runtime_error,\
+.compile_error,.timeout{color:#c62828}code{white-space:pre-wrap}";
 
 /// Click a column head to sort by it (again to reverse); numbers sort as numbers, empty last.
 /// Written without '<' and '&' so the page stays well-formed XML.
@@ -422,6 +424,8 @@ fn verdict_colour(v: Verdict) -> RGBColor {
         Verdict::Pass => RGBColor(26, 127, 55),
         Verdict::NoKernel => RGBColor(70, 150, 200),
         Verdict::Incorrect => RGBColor(198, 40, 40),
+        Verdict::Contract => RGBColor(230, 90, 60),
+        Verdict::Environment => RGBColor(120, 120, 60),
         Verdict::CompileError => RGBColor(230, 140, 0),
         Verdict::RuntimeError => RGBColor(200, 60, 160),
         Verdict::Timeout => RGBColor(140, 90, 40),

@@ -202,6 +202,7 @@ pub(crate) mod tests {
                 compile_baseline: false,
                 process_check_always: false,
                 compat: false,
+                contract: Default::default(),
                 overrides: serde_json::json!({"scale": "small", "set": {}}),
                 kernelbench_tolerance: Some(1e-4),
             },

@@ -41,6 +41,9 @@ pub enum ErrorKind {
     Transfer,
     /// A runtime check caught the submission cheating.
     Cheat,
+    /// A runtime check found the module breaking kbench's module contract (outside a trial,
+    /// whose comparison decides first: `Shipped::contract`).
+    Contract,
     /// A request the worker does not understand.
     Protocol,
     /// The trusted reference worker's own code raised.

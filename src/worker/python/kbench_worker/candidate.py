@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from . import cause, checks, harness, integrity, kernels, outputs, poison, profile, runtime, taskfile, timing, transfer
-from .harness import TamperError
+from .harness import ContractError, TamperError
 from .messages import Load, Loaded, Perturb, Perturbed, Profile, Profiled, Shipped, State, Stated, Time, Timed, TimeSetup, Trial, Warmed
 from .protocol import error, serve
 
@@ -72,7 +72,8 @@ class Candidate:
         if req.deep:
             self.deep(req, outputs.tensors(out), log, reply)
         harness.release_memory(self.device)  # the poison: the reference worker needs the room
-        reply.update(outputs=harness.describe(out), checks=log.entries())
+        # A breach of the module contract is kbench's to judge once the outputs are compared.
+        reply.update(outputs=harness.describe(out), checks=log.entries(), contract=log.breach)
         return {**reply, **self.hand_over(out, inputs, req)}
 
     def hand_over(self, out, inputs, req):
@@ -170,8 +171,10 @@ class Candidate:
         # The trial's inputs made again from its seed (a copy held during the first call would
         # double the memory of multi-GB tasks).
         again_inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision, _variant(req))
+        before = outputs.state(self.model)
         again = self.call(again_inputs, req.forward_seed, poison.FINITE, log)
-        return outputs.rerun(first, outputs.tensors(again), self.atol, self.rtol)
+        changed = outputs.changed_state(before, outputs.state(self.model))
+        return outputs.rerun(first, outputs.tensors(again), self.atol, self.rtol, changed)
 
     def library_share(self, req, reply):
         # Inputs no earlier call saw, and poisoned memory: otherwise a scavenger finds the
@@ -194,6 +197,8 @@ class Candidate:
             log.run("runtime.l2_persist_limit", self.l2.check)
         log.run("precision.tf32_flags", runtime.tf32_flags)
         log.run("outputs.independence", _unless_oom, self.warm_independence, req, log)
+        if log.breach:
+            raise ContractError(log.breach)
         return log.entries()
 
     def warm_independence(self, req, log):

@@ -2,11 +2,15 @@
 
 A check that proves cheating raises `harness.TamperError`, one that proves wrong outputs raises
 `harness.OutputCheckError`; what passes, warns or is skipped is recorded here, so kbench can show
-what was verified and what it cost. A check run on several calls of one request (the deep
+what was verified and what it cost. A breach of the module contract (`harness.ContractError`) is
+recorded as a failure and kept (`Log.breach`): it is judged once the outputs have been compared,
+since wrong values outrank it. A check run on several calls of one request (the deep
 checks call forward again) keeps one entry: the most severe outcome, the time summed.
 """
 
 import time
+
+from .harness import ContractError
 
 # Order of severity when one check ran more than once in a request.
 SEVERITY = {"skip": 0, "pass": 1, "warn": 2, "fail": 3}
@@ -17,6 +21,8 @@ class Log:
 
     def __init__(self):
         self._entries = {}
+        # The first breach of the module contract a check found (its message), or None.
+        self.breach = None
 
     def add(self, name, outcome, evidence, seconds=0.0):
         entry = self._entries.get(name)
@@ -29,9 +35,14 @@ class Log:
 
     def run(self, name, check, *args):
         """Call ``check(*args)``, which returns (outcome, evidence), and record it with its time.
-        An exception (the check's verdict) propagates and records nothing."""
+        An exception (the check's verdict) propagates and records nothing, except a breach of
+        the module contract: a failure, kept in ``breach``."""
         started = time.perf_counter()
-        outcome, evidence = check(*args)
+        try:
+            outcome, evidence = check(*args)
+        except ContractError as exc:
+            self.breach = self.breach or str(exc)
+            outcome, evidence = "fail", str(exc)
         self.add(name, outcome, evidence, time.perf_counter() - started)
 
     def entries(self):

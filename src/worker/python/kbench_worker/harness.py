@@ -190,6 +190,10 @@ def classify(exc, phase, kind=None):
     text = str(exc)
     if isinstance(exc, (OutputTypeError, OutputCheckError)):
         return error("output", text)
+    if isinstance(exc, ContractError):
+        return error("contract", text)
+    if _OVERWRITTEN in text:
+        return error("contract", f"{phase}: {cause.line(exc)} (torch.compile's CUDA graphs hand out the same output storage on every call)", exc)
     if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in text:
         return error("oom", f"{phase}: out of memory: {cause.line(exc)}", exc, fatal=True)
     accelerator_error = getattr(torch, "AcceleratorError", ())
@@ -219,6 +223,18 @@ class OutputCheckError(RuntimeError):
 
 class TamperError(RuntimeError):
     """A runtime check caught the submission cheating; the message names the check."""
+
+
+class ContractError(RuntimeError):
+    """A runtime check found the module breaking kbench's module contract, which KernelBench's
+    eval does not check (it writes into its inputs, returns the same output storage on every
+    call, keeps state between calls): `contract` where the outputs are right, `incorrect` where
+    they are not. The message names the check."""
+
+
+# torch.compile's CUDA graphs raise this when a caller reads an output a later replay overwrote:
+# the module hands out the same output storage on every call.
+_OVERWRITTEN = "accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run"
 
 
 def to_host(out):

@@ -144,10 +144,14 @@ def aliased_outputs(out, inputs, model):
 
 
 def alias(out, inputs, model):
-    """`outputs.alias` as a check: raises on shared memory, else (outcome, evidence)."""
-    from .harness import TamperError
+    """`outputs.alias` as a check: raises on shared memory, else (outcome, evidence). An output
+    in an input's memory is a write into the caller's inputs; one in a parameter's or a buffer's
+    is the module's own storage, handed out again on every call (CUDA-L1's published kernels
+    return an `out=` buffer, and a zero buffer on a task whose output is constant). Both break
+    the module contract, not the values: `harness.ContractError`."""
+    from .harness import ContractError
 
     aliased = aliased_outputs(out, inputs, model)
     if aliased:
-        raise TamperError(f"outputs.alias: {'; '.join(aliased[:4])}")
+        raise ContractError(f"outputs.alias: {'; '.join(aliased[:4])}")
     return "pass", "no output shares memory with an input, parameter or buffer"

@@ -23,6 +23,7 @@ ErrorKind = Literal[
     "ceilings",
     "cheat",
     "check",
+    "contract",
     "cuda",
     "forward",
     "import",
@@ -346,11 +347,13 @@ class Loaded(TypedDict, total=False):
 class Shipped(TypedDict, total=False):
     checks: list[Check]
     compiled: Optional[list[str]]
+    contract: Optional[str]
     ipc: Any
 
 
 class Checked(TypedDict, total=False):
     checks: list[Check]
+    contract: Optional[str]
     correct: bool
     kernelbench_correct: Optional[bool]
     max_abs_diff: Optional[float]

@@ -2,8 +2,9 @@
 
 `outputs.exact_type`, `timing.stream_join`, `outputs.settled`, `outputs.independence`,
 `determinism.rerun`: each returns (outcome, evidence) for `checks.Log.run`, or raises
-`harness.TamperError` (cheating) or `harness.OutputCheckError` (wrong outputs) with a message that
-starts with the check's name. `structure` describes outputs for the reference worker's
+`harness.TamperError` (cheating), `harness.OutputCheckError` (wrong outputs) or
+`harness.ContractError` (a breach of the module contract) with a message that starts with the
+check's name. `structure` describes outputs for the reference worker's
 `outputs.structure`.
 """
 
@@ -11,7 +12,7 @@ import time
 
 import torch
 
-from .harness import OutputCheckError, OutputTypeError, TamperError
+from .harness import ContractError, OutputCheckError, OutputTypeError, TamperError
 
 # Integer dtypes of each element size, to compare any tensor bit for bit (NaN equals NaN).
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -181,12 +182,14 @@ def independence(first, copies, second):
 
     Returning the same storage on every call (a preallocated buffer, a CUDA graph's static
     output) breaks the module's contract, whatever the intent: the caller's earlier result is
-    overwritten, so the outputs are wrong (`incorrect`). An earlier output that changes while the
-    next call returns other memory means the module keeps writing into what it handed out: that
-    is evasion (`cheat`)."""
+    overwritten (`harness.ContractError`; the first outputs are put back from their copies, for
+    the trial's comparison). An earlier output that changes while the next call returns other
+    memory means the module keeps writing into what it handed out: that is evasion (`cheat`)."""
     shared = [f"output {i} is the same memory as the next call's output {j}" for i, a in enumerate(first) for j, b in enumerate(second) if _overlap(a, b)]
     if shared:
-        raise OutputCheckError(
+        for a, c in zip(first, copies or []):
+            a.copy_(c)
+        raise ContractError(
             f"outputs.independence: forward returns the same output storage on every call ({'; '.join(shared[:4])}), "
             "so the next call overwrites the caller's result; return new tensors (e.g. copy out of a CUDA graph's static output)"
         )
@@ -198,26 +201,65 @@ def independence(first, copies, second):
     return "pass", "outputs unchanged by the next call, which returned new memory"
 
 
-def rerun(first, again, atol, rtol):
+def rerun(first, again, atol, rtol, changed):
     """`determinism.rerun`: the same inputs, other poison in free memory, the same outputs.
     Bit-equal passes; within tolerance is nondeterminism (atomics) and warns; anything else
-    means forward read memory it never wrote."""
+    means forward kept state between calls where the rerun call changed the module's state
+    (``changed``: what of `state` differs across it; `harness.ContractError`), else that it
+    read memory it never wrote (wrong values)."""
     differ = [i for i, (a, b) in enumerate(zip(first, again)) if not same_bits(a, b)]
     worst = 0.0
+
+    def fail(i, detail):
+        said = f"determinism.rerun: output {i} differs between two calls on the same inputs{detail}"
+        if changed:
+            raise ContractError(f"{said}; forward keeps state between calls (the call changed {', '.join(changed[:4])})")
+        raise OutputCheckError(f"{said}; forward reads memory it did not write")
+
     for i in differ:
         a, b = first[i], again[i]
         if not a.is_floating_point():
-            raise OutputCheckError(f"determinism.rerun: output {i} differs between two calls on the same inputs; forward reads memory it did not write")
+            fail(i, "")
         diff = _max_diff(a, b)
         if not torch.allclose(b, a, atol=atol, rtol=rtol, equal_nan=True):
-            raise OutputCheckError(
-                f"determinism.rerun: output {i} differs between two calls on the same inputs: max abs diff {diff:.3g}"
-                f" (atol {atol}, rtol {rtol}); forward reads memory it did not write"
-            )
+            fail(i, f": max abs diff {diff:.3g} (atol {atol}, rtol {rtol})")
         worst = max(worst, diff)
     if differ:
         return "warn", f"output(s) {differ} not bit-identical on a second call, within tolerance (max abs diff {worst:.3g})"
     return "pass", "bit-identical on a second call with other poison in free memory"
+
+
+def state(model):
+    """What a module keeps between calls, by name: each submodule's parameters, buffers and plain
+    attributes (tensors by storage, shape and a sum of their bits; numbers, strings; a container's
+    length and its tensors), for `rerun` to tell a call that changed it."""
+    found = {}
+    for prefix, module in model.named_modules():
+        for name, value in vars(module).items():
+            if name in ("_parameters", "_buffers"):
+                found.update({f"{prefix}.{k}".lstrip("."): _print(v) for k, v in value.items()})
+            elif not name.startswith("_") or not isinstance(value, dict):
+                found[f"{prefix}.{name}".lstrip(".")] = _print(value)
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def _print(value):
+    """A fingerprint of one kept value, or None for what `state` does not follow (modules,
+    functions, other objects)."""
+    if isinstance(value, torch.Tensor):
+        t = value.detach()
+        return ("tensor", t.untyped_storage().data_ptr(), tuple(t.shape), str(t.dtype), torch.sum(bits(t), dtype=torch.int64).item() if t.numel() else 0)
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple, dict)):
+        items = value.values() if isinstance(value, dict) else value
+        return (type(value).__name__, len(value), tuple(_print(v) for v in items if isinstance(v, torch.Tensor)))
+    return None
+
+
+def changed_state(before, after):
+    """The names whose fingerprint differs between two `state`s (added or dropped ones too)."""
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
 
 def _max_diff(a, b):

@@ -228,7 +228,8 @@ class Reference:
         if req.kernelbench_tolerance is not None:
             result["kernelbench_correct"] = _handed_over(kernelbench_correct, ref, cand, req.kernelbench_tolerance)
         if result["correct"] and changed:
-            result.update(correct=False, reason=f"forward modified its input(s) {changed}")
+            # Right values, written into the caller's inputs: a breach of the module contract.
+            result["contract"] = f"inputs.integrity: forward modified its input(s) {changed}"
         del ref, cand
         # Give the cache back now: the candidate's next call needs the room (a 16 GB task ran
         # out of memory while this worker still cached its last outputs and inputs).
