@@ -338,6 +338,7 @@ mod tests {
         assert_eq!(of_worker_error(&e(ErrorKind::Build)), Verdict::CompileError);
         assert_eq!(of_worker_error(&e(ErrorKind::Output)), Verdict::Incorrect);
         assert_eq!(of_worker_error(&e(ErrorKind::Cheat)), Verdict::Cheat);
+        assert_eq!(of_worker_error(&e(ErrorKind::Contract)), Verdict::Contract);
         assert_eq!(of_worker_error(&e(ErrorKind::Cuda)), Verdict::RuntimeError);
         assert_eq!(
             of_failure(&Failure::Timeout(std::time::Duration::from_secs(1))),
@@ -411,6 +412,27 @@ mod tests {
                 "line 3",
             ),
             (C::Raised(error(K::Build, "nvcc")), V::CompileError, "nvcc"),
+            (
+                C::BuildFailed("environment: the installed nvcc no longer supports compute_70 (--compat raises it); extension 'x' failed to build: nvcc fatal".into()),
+                V::Environment,
+                "environment: the installed nvcc no longer supports compute_70",
+            ),
+            (
+                C::Raised(error(K::Build, "environment: the kernel uses AT_DISPATCH on x.type(), which torch 2.11 removed (use x.scalar_type()); extension 'x' failed to build")),
+                V::Environment,
+                "environment: the kernel uses AT_DISPATCH on x.type()",
+            ),
+            (
+                // The prefix, not a mention, marks drift.
+                C::BuildFailed("extension 'environment: x' failed to build".into()),
+                V::CompileError,
+                "extension 'environment: x'",
+            ),
+            (
+                C::Raised(error(K::Contract, "forward: RuntimeError: Error: accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run.")),
+                V::Contract,
+                "forward: RuntimeError: Error: accessing tensor output of CUDAGraphs",
+            ),
             (
                 C::Raised(error(K::Output, "a tuple")),
                 V::Incorrect,
@@ -510,6 +532,11 @@ mod tests {
                 "trial 1: max_abs_diff 3",
             ),
             (C::TimedOutputWrong(timed.into()), V::Cheat, timed),
+            (
+                C::Contract("trial 0: inputs.integrity: forward modified its input(s) [0]".into()),
+                V::Contract,
+                "trial 0: inputs.integrity: forward modified its input(s) [0]",
+            ),
             (C::MalformedTimes("bad".into()), V::Crashed, "bad"),
             (
                 C::NoCleanRounds,
@@ -554,6 +581,17 @@ mod tests {
                 },
                 Verdict::NoKernel,
                 "extension 'ext' failed to build: nvcc fatal : Unsupported gpu architecture 'compute_70' (in __init__), and the module fell back to PyTorch",
+            ),
+            (
+                KernelEvidence {
+                    build_failures: vec![BuildFailure {
+                        cause: format!("environment: the installed nvcc no longer supports compute_70 (--compat raises it); {}", failure.cause),
+                        ..failure.clone()
+                    }],
+                    ..KernelEvidence::default()
+                },
+                Verdict::Environment,
+                "environment: the installed nvcc no longer supports compute_70 (--compat raises it); extension 'ext' failed to build: nvcc fatal : Unsupported gpu architecture 'compute_70' (in __init__), and the module fell back to PyTorch",
             ),
             (built(), Verdict::Pass, ""),
             (
@@ -652,6 +690,8 @@ mod tests {
             Verdict::Pass,
             Verdict::NoKernel,
             Verdict::Incorrect,
+            Verdict::Contract,
+            Verdict::Environment,
             Verdict::CompileError,
             Verdict::RuntimeError,
             Verdict::Timeout,
@@ -660,6 +700,11 @@ mod tests {
             Verdict::Skipped,
         ] {
             assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
+            // Every class but the two correct ones and a skip fails by default.
+            assert_eq!(
+                v.is_failure(),
+                !matches!(v, Verdict::Pass | Verdict::NoKernel | Verdict::Skipped)
+            );
         }
     }
 }

@@ -310,7 +310,7 @@ mod scripted {
             }
         }
         let eval = evaluate(reference, unpaired);
-        assert_eq!(eval.verdict, Verdict::Incorrect);
+        assert_eq!(eval.verdict, Verdict::Contract);
         assert!(
             eval.reason.contains("the task's fc.weight [8, 8]"),
             "{}",
@@ -428,6 +428,91 @@ mod scripted {
         let eval = evaluate(reference, raises);
         assert_eq!(eval.verdict, Verdict::RuntimeError);
         assert_eq!(eval.kernelbench_correct, Some(false));
+    }
+
+    #[test]
+    fn a_contract_breach_is_judged_after_the_values_which_outrank_it() {
+        /// The candidate's deep call returned an input's memory.
+        fn aliases(request: &Request) -> Answer {
+            match request {
+                Request::Trial(t) if t.deep => fake::ok(json!({
+                    "checks": [], "contract": "outputs.alias: output 0 shares memory with input 0",
+                })),
+                other => candidate(other),
+            }
+        }
+        /// Every trial's values are wrong.
+        fn wrong(request: &Request) -> Answer {
+            match request {
+                Request::Check(_) => fake::ok(json!({"correct": false, "reason": "output 0 differs"})),
+                other => reference(other),
+            }
+        }
+        /// The second of KernelBench's trials is wrong.
+        fn second_wrong(request: &Request) -> Answer {
+            match request {
+                Request::Check(c) if !c.deep && c.kernelbench_tolerance.is_some() => fake::ok(
+                    json!({"correct": false, "kernelbench_correct": false, "reason": "output 0 differs"}),
+                ),
+                other => reference(other),
+            }
+        }
+        /// Right values, with the first trial's inputs written.
+        fn inputs_written(request: &Request) -> Answer {
+            match request {
+                Request::Check(c) if c.deep => fake::ok(json!({
+                    "correct": true, "kernelbench_correct": true,
+                    "contract": "inputs.integrity: forward modified its input(s) [0]",
+                })),
+                other => reference(other),
+            }
+        }
+        /// Wrong on the parameters' new values only.
+        fn stale_weights(request: &Request) -> Answer {
+            match request {
+                Request::Check(c) if c.variant.is_none() && c.kernelbench_tolerance.is_none() => {
+                    fake::ok(json!({"correct": false, "reason": "output 0 differs: max abs diff 1.4"}))
+                }
+                other => reference(other),
+            }
+        }
+        let cases: [(Script, Script, Verdict, &str); 6] = [
+            (
+                reference,
+                aliases,
+                Verdict::Contract,
+                "trial 0: outputs.alias: output 0 shares memory with input 0",
+            ),
+            (wrong, aliases, Verdict::Incorrect, "trial 0: output 0 differs"),
+            (second_wrong, aliases, Verdict::Incorrect, "trial 1: output 0 differs"),
+            (
+                inputs_written,
+                aliases,
+                Verdict::Contract,
+                "trial 0: inputs.integrity: forward modified its input(s) [0]",
+            ),
+            (
+                stale_weights,
+                candidate,
+                Verdict::Contract,
+                "params.perturbation (new parameter values): output 0 differs: max abs diff 1.4; \
+                 right with the parameters it was built with, wrong after they changed",
+            ),
+            (
+                stale_weights,
+                aliases,
+                Verdict::Contract,
+                "trial 0: outputs.alias",
+            ),
+        ];
+        for (reference, candidate, verdict, reason) in cases {
+            let eval = evaluate(reference, candidate);
+            assert_eq!(eval.verdict, verdict, "{}", eval.reason);
+            assert!(eval.reason.starts_with(reason), "{}", eval.reason);
+            // KernelBench's rule is its own: a breach of kbench's contract leaves it true.
+            let kernelbench = !matches!(eval.reason.as_str(), r if r.contains("differs") && r.starts_with("trial"));
+            assert_eq!(eval.kernelbench_correct, Some(kernelbench), "{}", eval.reason);
+        }
     }
 
     #[test]

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from kbench_worker import checks, harness, outputs, precision, profile, reference, runtime
+from kbench_worker import checks, harness, outputs, precision, profile, reference, runtime, taskfile
 from kbench_worker.candidate import Candidate
-from kbench_worker.harness import OutputCheckError, OutputTypeError, TamperError
+from kbench_worker.harness import ContractError, OutputCheckError, OutputTypeError, TamperError
 from kbench_worker.messages import CheckOutputs, Load, Perturb, State, Time, TimeSetup, Trial
 from kbench_worker.reference import Reference, compare, kernelbench_correct
 
@@ -359,7 +359,9 @@ def test_reference_reports_input_mutation_as_a_check(tmp_path):
             return out
     """
     _, checked = _check(tmp_path, task, body, deep=False)
-    assert not checked["correct"]
+    # Right values, written into the inputs: the module contract is broken, not the values.
+    assert checked["correct"], checked["reason"]
+    assert checked["contract"] == "inputs.integrity: forward modified its input(s) [0]"
     assert names(checked["checks"])["inputs.integrity"] == "fail"
 
 
@@ -756,7 +758,7 @@ def test_settled_outputs_pass():
 # -- outputs.independence and determinism.rerun ------------------------------------------------
 
 
-def test_a_reused_output_buffer_is_wrong_output_not_a_cheat(tmp_path):
+def test_a_reused_output_buffer_breaks_the_contract_and_hands_over_its_first_values(tmp_path):
     body = """
     class ModelNew(nn.Module):
         def __init__(self):
@@ -768,8 +770,81 @@ def test_a_reused_output_buffer_is_wrong_output_not_a_cheat(tmp_path):
                 self.out = torch.empty_like(x)
             return torch.clamp_min(x, 0, out=self.out)
     """
-    with pytest.raises(OutputCheckError, match="^outputs.independence: forward returns the same output storage on every call"):
-        trial(make_candidate(tmp_path, body), tmp_path, deep=True)
+    reply, req = trial(make_candidate(tmp_path, body), tmp_path, deep=True)
+    assert reply["contract"].startswith("outputs.independence: forward returns the same output storage on every call")
+    assert names(reply["checks"])["outputs.independence"] == "fail"
+    # What the reference compares is the trial's own output, not the next call's.
+    task = harness.load_task(str(RELU), taskfile.overrides(str(RELU), "small", {}))
+    x = harness.make_inputs(task, req.seed, "cpu", "fp32")[0]
+    assert torch.equal(torch.load(req.out)["outputs"], torch.relu(x))
+
+
+@pytest.mark.parametrize(
+    "body, breach",
+    [
+        (
+            """
+            class ModelNew(nn.Module):
+                def forward(self, x):
+                    return torch.sigmoid_(x)
+            """,
+            "outputs.alias: output 0 shares memory with input 0",
+        ),
+        (
+            """
+            class ModelNew(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.register_buffer("out", torch.zeros(0))
+
+                def forward(self, x):
+                    self.out.resize_(x.shape)
+                    return torch.sigmoid(x, out=self.out)
+            """,
+            "outputs.alias: output 0 shares memory with buffer out",
+        ),
+        (
+            """
+            class ModelNew(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.register_buffer("calls", torch.zeros(()))
+
+                def forward(self, x):
+                    self.calls += 1
+                    return torch.sigmoid(x) + self.calls
+            """,
+            "determinism.rerun: output 0 differs between two calls on the same inputs: max abs diff 2 (atol 0.01, rtol 0.01); "
+            "forward keeps state between calls (the call changed calls)",
+        ),
+    ],
+    ids=["in_place", "buffer", "state"],
+)
+def test_a_breach_of_the_module_contract_is_kept_for_kbench_to_judge(tmp_path, body, breach):
+    reply, _ = trial(make_candidate(tmp_path, body), tmp_path, deep=True)
+    assert reply["contract"] == breach
+
+
+def test_a_breach_after_timing_is_the_request_s_error(tmp_path):
+    body = """
+    class ModelNew(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("out", torch.zeros(0))
+
+        def forward(self, x):
+            self.out.resize_(x.shape)
+            return torch.sigmoid(x, out=self.out)
+    """
+    with pytest.raises(ContractError, match="^outputs.alias: output 0 shares memory with buffer out"):
+        make_candidate(tmp_path, body).after_timing(State(seed=7, forward_seed=11))
+
+
+def test_torch_compile_s_overwritten_graph_output_is_a_contract_error():
+    exc = RuntimeError("Error: accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run. Stack trace: ...")
+    got = harness.classify(exc, "forward")
+    assert got["kind"] == "contract"
+    assert got["message"].startswith("forward: RuntimeError: Error: accessing tensor output of CUDAGraphs")
 
 
 def test_independence_sees_a_changed_first_output():
@@ -800,7 +875,8 @@ class ModelNew(nn.Module):
 
 
 def test_stale_output_fails_determinism(tmp_path):
-    with pytest.raises(OutputCheckError, match="^determinism.rerun: output 0 differs"):
+    # Nothing of the module's own changed: it read what it did not write.
+    with pytest.raises(OutputCheckError, match="^determinism.rerun: output 0 differs.*forward reads memory it did not write$"):
         trial(make_candidate(tmp_path, STALE.format(step=1.0)), tmp_path, deep=True)
 
 
@@ -811,9 +887,9 @@ def test_nondeterminism_within_tolerance_warns(tmp_path):
 
 def test_rerun_compares_nan_bit_for_bit():
     a = torch.tensor([float("nan"), 1.0])
-    assert outputs.rerun([a], [a.clone()], 1e-2, 1e-2)[0] == "pass"
+    assert outputs.rerun([a], [a.clone()], 1e-2, 1e-2, [])[0] == "pass"
     with pytest.raises(OutputCheckError):
-        outputs.rerun([a], [torch.tensor([0.0, 1.0])], 1e-2, 1e-2)
+        outputs.rerun([a], [torch.tensor([0.0, 1.0])], 1e-2, 1e-2, [])
 
 
 # -- precision.tf32_flags ----------------------------------------------------------------------
@@ -880,7 +956,7 @@ def test_a_static_output_handed_out_once_warm_is_caught_after_timing(tmp_path):
     assert names(reply["checks"])["outputs.independence"] == "pass"
     session.time(TimeSetup(mode="offline", seed=3, cycles_per_us=1980))
     session.time(Time(n=2))
-    with pytest.raises(harness.OutputCheckError, match="outputs.independence: forward returns the same output storage"):
+    with pytest.raises(ContractError, match="outputs.independence: forward returns the same output storage"):
         session.state(State(seed=7, forward_seed=8))
 
 

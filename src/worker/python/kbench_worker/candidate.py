@@ -72,8 +72,9 @@ class Candidate:
         if req.deep:
             self.deep(req, outputs.tensors(out), log, reply)
         harness.release_memory(self.device)  # the poison: the reference worker needs the room
+        reply.update(outputs=harness.describe(out), checks=log.entries())
         # A breach of the module contract is kbench's to judge once the outputs are compared.
-        reply.update(outputs=harness.describe(out), checks=log.entries(), contract=log.breach)
+        reply["contract"] = log.breach
         return {**reply, **self.hand_over(out, inputs, req)}
 
     def hand_over(self, out, inputs, req):
