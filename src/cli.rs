@@ -359,7 +359,12 @@ pub struct EvalArgs {
     pub library_policy: LibraryPolicyArg,
     /// The module contract the gate holds submissions to: kbench's (a `contract` verdict
     /// fails), or KernelBench's, which checks values only (a `contract` verdict warns)
-    #[arg(long, value_enum, value_name = "kbench|kernelbench", default_value = "kbench")]
+    #[arg(
+        long,
+        value_enum,
+        value_name = "kbench|kernelbench",
+        default_value = "kbench"
+    )]
     pub contract: crate::gate::ContractRule,
     /// Fail the gate when a correct kernel's speedup is below X
     #[arg(long, value_name = "X")]

@@ -94,7 +94,11 @@ mod tests {
         record.evaluations[0].reason = "inputs.integrity: forward modified its input(s) [0]".into();
         let gate = judge(&record, None);
         assert_eq!((gate.failures.len(), gate.warnings.len()), (3, 0));
-        assert!(gate.failures[0].ends_with(": contract"), "{:?}", gate.failures);
+        assert!(
+            gate.failures[0].ends_with(": contract"),
+            "{:?}",
+            gate.failures
+        );
         record.config.contract = ContractRule::Kernelbench;
         let gate = judge(&record, None);
         assert_eq!((gate.failures.len(), gate.warnings.len()), (2, 1));

@@ -444,7 +444,9 @@ mod scripted {
         /// Every trial's values are wrong.
         fn wrong(request: &Request) -> Answer {
             match request {
-                Request::Check(_) => fake::ok(json!({"correct": false, "reason": "output 0 differs"})),
+                Request::Check(_) => {
+                    fake::ok(json!({"correct": false, "reason": "output 0 differs"}))
+                }
                 other => reference(other),
             }
         }
@@ -471,20 +473,47 @@ mod scripted {
         fn stale_weights(request: &Request) -> Answer {
             match request {
                 Request::Check(c) if c.variant.is_none() && c.kernelbench_tolerance.is_none() => {
-                    fake::ok(json!({"correct": false, "reason": "output 0 differs: max abs diff 1.4"}))
+                    fake::ok(
+                        json!({"correct": false, "reason": "output 0 differs: max abs diff 1.4"}),
+                    )
                 }
                 other => reference(other),
             }
         }
-        let cases: [(Script, Script, Verdict, &str); 6] = [
+        /// Wrong on signed inputs only.
+        fn signed_wrong(request: &Request) -> Answer {
+            match request {
+                Request::Check(c) if c.variant.is_some() => fake::ok(json!({
+                    "correct": false, "reason": "output 0 differs", "max_abs_diff": 1.0,
+                })),
+                other => reference(other),
+            }
+        }
+        let cases: [(Script, Script, Verdict, &str); 7] = [
+            (
+                signed_wrong,
+                aliases,
+                Verdict::Incorrect,
+                "inputs.distribution_perturbation (signed inputs",
+            ),
             (
                 reference,
                 aliases,
                 Verdict::Contract,
                 "trial 0: outputs.alias: output 0 shares memory with input 0",
             ),
-            (wrong, aliases, Verdict::Incorrect, "trial 0: output 0 differs"),
-            (second_wrong, aliases, Verdict::Incorrect, "trial 1: output 0 differs"),
+            (
+                wrong,
+                aliases,
+                Verdict::Incorrect,
+                "trial 0: output 0 differs",
+            ),
+            (
+                second_wrong,
+                aliases,
+                Verdict::Incorrect,
+                "trial 1: output 0 differs",
+            ),
             (
                 inputs_written,
                 aliases,
@@ -495,8 +524,8 @@ mod scripted {
                 stale_weights,
                 candidate,
                 Verdict::Contract,
-                "params.perturbation (new parameter values): output 0 differs: max abs diff 1.4; \
-                 right with the parameters it was built with, wrong after they changed",
+                "params.perturbation (new parameter values): right with the parameters it was \
+                 built with, wrong after they changed: output 0 differs: max abs diff 1.4",
             ),
             (
                 stale_weights,
@@ -511,7 +540,12 @@ mod scripted {
             assert!(eval.reason.starts_with(reason), "{}", eval.reason);
             // KernelBench's rule is its own: a breach of kbench's contract leaves it true.
             let kernelbench = !matches!(eval.reason.as_str(), r if r.contains("differs") && r.starts_with("trial"));
-            assert_eq!(eval.kernelbench_correct, Some(kernelbench), "{}", eval.reason);
+            assert_eq!(
+                eval.kernelbench_correct,
+                Some(kernelbench),
+                "{}",
+                eval.reason
+            );
         }
     }
 

@@ -68,7 +68,8 @@ fn shape_constant(facts: &TaskFacts) -> Option<&str> {
 impl<S: Spawner> Python<'_, S> {
     /// Every correctness trial and check before timing: the KernelBench-compatible trials (the
     /// first with the deep checks), parameter perturbation, signed and scaled inputs, another
-    /// input shape.
+    /// input shape. A breach of the module contract found in KernelBench's trials waits for the
+    /// other checks of the values: wrong values there outrank it, a later breach does not.
     /// Between steps, a lane waiting to time goes first (`Hold::step`).
     pub(super) fn verify(
         &self,
@@ -78,12 +79,14 @@ impl<S: Spawner> Python<'_, S> {
         eval: &mut Evaluation,
         constants: &Map<String, Value>,
     ) -> Result<(), Failed> {
-        let cfg = self.config;
         let pure = self
             .facts
             .get(&task.id)
             .is_none_or(|f| f.nondeterministic != Some(true));
-        self.kernelbench_trials(handover, hold, eval, pure)?;
+        let breach = match self.kernelbench_trials(handover, hold, eval, pure) {
+            Err(breach @ Cause::Contract(_)) => Some(breach),
+            other => other.map(|()| None)?,
+        };
         if !pure {
             for name in ["outputs.independence", "determinism.rerun"] {
                 merge_check(
@@ -98,6 +101,26 @@ impl<S: Spawner> Python<'_, S> {
                 );
             }
         }
+        match (
+            self.perturbations(task, handover, hold, eval, constants),
+            breach,
+        ) {
+            (Ok(()) | Err(Cause::Contract(_)), Some(breach)) => Err(breach),
+            (checked, _) => checked,
+        }
+    }
+
+    /// The checks of the values beyond KernelBench's trials: parameter perturbation, signed,
+    /// scaled and shifted inputs, another input shape.
+    fn perturbations(
+        &self,
+        task: &Task,
+        handover: &mut Handover<'_, S::Worker>,
+        hold: &mut Hold<'_>,
+        eval: &mut Evaluation,
+        constants: &Map<String, Value>,
+    ) -> Result<(), Failed> {
+        let cfg = self.config;
         let mut variants = Vec::new();
         if let Some(what) = self.perturb_params(handover, eval)? {
             variants.push(("params.perturbation", what, None));
@@ -161,7 +184,10 @@ impl<S: Spawner> Python<'_, S> {
             };
             kernelbench &= trial.kernelbench_correct == Some(true);
             // Wrong values in a later trial outrank a breach of the module contract.
-            if failed.as_ref().is_none_or(|c| matches!(c, Cause::Contract(_))) {
+            if failed
+                .as_ref()
+                .is_none_or(|c| matches!(c, Cause::Contract(_)))
+            {
                 let at = format!("trial {index}");
                 if trial.uncheckable {
                     failed = failed.or(Some(Cause::Uncheckable(format!("{at}: {}", trial.reason))));
@@ -267,15 +293,17 @@ impl<S: Spawner> Python<'_, S> {
         let outcome = if trial.uncheckable {
             Outcome::Skip
         } else if let Some(cause) = failure(&trial, breach, &format!("{check} ({what})")) {
-            eval.trials.push(trial);
             // Right with the parameters it was built with, wrong with new ones: the module
             // keeps what it derived from them at construction.
-            return Err(match cause {
-                Cause::Wrong(why) if params => Cause::Contract(format!(
-                    "{why}; right with the parameters it was built with, wrong after they changed"
+            let cause = match cause {
+                Cause::Wrong(_) if params => Cause::Contract(format!(
+                    "{check} ({what}): right with the parameters it was built with, wrong after they changed: {}",
+                    trial.reason
                 )),
                 cause => cause,
-            });
+            };
+            eval.trials.push(trial);
+            return Err(cause);
         } else {
             Outcome::Pass
         };
