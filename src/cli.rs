@@ -220,6 +220,7 @@ pub enum LibraryPolicyArg {
     /// At most half of the GPU time in library kernels (cuBLAS, cuDNN, ATen), on every level
     Strict,
     /// At most half on level 1; levels 2 and 3 may keep library GEMMs/convolutions and fuse the rest
+    /// (not rerun every kernel launch of the reference's: profile.reference_ops)
     Partial,
     /// No limit; the share is still reported
     Any,

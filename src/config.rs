@@ -56,7 +56,8 @@ pub enum LibraryPolicy {
     /// At most half, on every level.
     Strict,
     /// At most half on level 1 (single operators); levels 2 and 3 may keep library GEMMs and
-    /// convolutions and fuse the rest (partial replacement).
+    /// convolutions and fuse the rest (partial replacement), unless the submission ran every
+    /// kernel launch of the reference's (`profile.reference_ops`): then nothing was replaced.
     Partial,
     /// No limit (the share is still reported).
     Any,

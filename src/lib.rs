@@ -34,6 +34,7 @@ pub mod pipeline;
 pub mod probe;
 pub mod published;
 pub mod record;
+pub mod reference_ops;
 pub mod report;
 pub mod sandbox;
 pub mod schedule;

@@ -536,6 +536,10 @@ pub struct Evaluation {
     #[serde(default)]
     pub task_flags: Vec<String>,
     pub timing: Option<Timing>,
+    /// Both arms' kernel launches in their profiled calls (GPU only), which
+    /// `profile.reference_ops` compares.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<crate::reference_ops::Profiles>,
     /// Worker logs kept for this evaluation, relative to the output folder.
     pub logs: Vec<String>,
     pub phases: Phases,

@@ -275,6 +275,7 @@ mod tests {
                 checks: Vec::new(),
                 task_flags: Vec::new(),
                 timing: None,
+                profile: None,
                 logs: Vec::new(),
                 phases: Default::default(),
                 seconds: 0.0,

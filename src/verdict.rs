@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::reference_ops::{brief, ReferenceOps};
 use crate::worker::{ErrorKind, Failure, WorkerError};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -263,6 +264,11 @@ pub struct KernelEvidence {
     /// Share of GPU time in library kernels, and the most the run's policy allows on this task.
     pub library_share: Option<f64>,
     pub library_limit: Option<f64>,
+    /// The reference's profiled call against the candidate's (`profile.reference_ops`), and the
+    /// most library share the run's policy allows where the candidate ran every kernel launch of
+    /// the reference's (at every level; None under `any`).
+    pub reference_ops: Option<ReferenceOps>,
+    pub reuse_limit: Option<f64>,
     pub policy: &'static str,
     /// `kernels.mapped`'s evidence when none of the reported kernels' files is loaded in the
     /// worker (read from outside it): the report is not believed.
@@ -275,8 +281,9 @@ pub struct KernelEvidence {
 const LIBRARY_JUDGED_FROM_MS: f64 = 0.02;
 
 /// `Pass`, or `NoKernel` with why: no kernel at all (saying which build failed and was caught),
-/// kernels built that never ran in the profiled call, or library kernels above the policy. A
-/// module that fell back because its build met known toolchain drift is `Environment`: its
+/// kernels built that never ran in the profiled call, library kernels above the policy, or the
+/// reference's own kernel launches, every one, beside kernels of its own that took a small share.
+/// A module that fell back because its build met known toolchain drift is `Environment`: its
 /// kernel was not judged.
 fn judge_kernels(k: &KernelEvidence) -> (Verdict, String) {
     let no_kernel = |why: String| (Verdict::NoKernel, why);
@@ -315,8 +322,42 @@ fn judge_kernels(k: &KernelEvidence) -> (Verdict, String) {
             k.policy,
             limit * 100.0
         )),
-        _ => (Verdict::Pass, String::new()),
+        _ => judge_reuse(k, judged),
     }
+}
+
+/// `profile.reference_ops`: a candidate that ran every kernel launch of the reference's did the
+/// reference's work with the reference's kernels; where its own kernels also took less than the
+/// library limit's complement of its GPU time, they only added to that work (the reuse
+/// exemption levels 2-3 get, a library GEMM with the rest fused, is for kernels that replace
+/// some of the reference's).
+fn judge_reuse(k: &KernelEvidence, judged: bool) -> (Verdict, String) {
+    let (Some(ops), Some(share), Some(limit), Some(total)) =
+        (&k.reference_ops, k.library_share, k.reuse_limit, k.total_ms)
+    else {
+        return (Verdict::Pass, String::new());
+    };
+    if !(ops.covered() && share > limit && judged) {
+        return (Verdict::Pass, String::new());
+    }
+    const NAMED: usize = 3;
+    let mut names: Vec<String> = ops.kernels.iter().take(NAMED).map(|n| brief(n)).collect();
+    if ops.kernels.len() > NAMED {
+        names.push(format!("{} more", ops.kernels.len() - NAMED));
+    }
+    (
+        Verdict::NoKernel,
+        format!(
+            "profile.reference_ops: the candidate's call ran every kernel launch of the reference's ({} of {} kernel(s)), and its own kernels took {:.0} % of its {:.3} ms GPU time, below the {} policy's {:.0} %: the reference's ops did the work ({})",
+            ops.launches,
+            ops.kernels.len(),
+            (1.0 - share) * 100.0,
+            total,
+            k.policy,
+            (1.0 - limit) * 100.0,
+            names.join(", ")
+        ),
+    )
 }
 
 #[cfg(test)]
@@ -661,6 +702,121 @@ mod tests {
             let (v, r) = judge_kernels(&evidence);
             assert_eq!(v, verdict, "{evidence:?}: {r}");
             assert!(r.contains(reason), "{r:?} lacks {reason:?}");
+        }
+    }
+
+    /// `profile.reference_ops` over synthetic profiles of a level-2 GEMM + bias + ReLU task
+    /// (the partial policy: no library limit at level 2, the reuse limit everywhere).
+    #[test]
+    fn the_reference_ops_rerun_with_a_trivial_kernel_of_its_own_are_no_kernel() {
+        use crate::reference_ops::{compare, Launches};
+        let k = |name: &str, launches: u32, ms: f64| Launches {
+            name: name.into(),
+            launches,
+            ms,
+            own: false,
+        };
+        let (gemm, add, relu) = (
+            "sm90_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize128x128x32_warpgroupsize1x1x1",
+            "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
+            "void at::native::vectorized_elementwise_kernel<4, clamp_min_scalar_kernel_impl>",
+        );
+        let reference = [k(gemm, 1, 2.7), k(add, 1, 0.02), k(relu, 1, 0.02)];
+        // The candidate's profile: its kernels, and the ms of its own among `total`.
+        let evidence = |candidate: &[Launches], own_ms: f64, reuse_limit: Option<f64>| {
+            let total: f64 = candidate.iter().map(|c| c.ms).sum::<f64>() + own_ms;
+            KernelEvidence {
+                kernels: vec!["cpp_extension.load_inline:ext".into()],
+                defined: vec!["copy_kernel".into()],
+                custom_ms: Some(own_ms),
+                total_ms: Some(total),
+                library_share: Some((total - own_ms) / total),
+                library_limit: None,
+                reference_ops: Some(compare(&reference, candidate)),
+                reuse_limit,
+                policy: "partial",
+                ..KernelEvidence::default()
+            }
+        };
+        let reused = [k(gemm, 1, 2.7), k(add, 1, 0.02), k(relu, 1, 0.02)];
+        let cases: Vec<(&str, KernelEvidence, Verdict, &str)> = vec![
+            (
+                "the reference's ops spelled differently, then a copy kernel",
+                evidence(&reused, 0.02, Some(0.5)),
+                Verdict::NoKernel,
+                "profile.reference_ops: the candidate's call ran every kernel launch of the reference's (3 of 3 kernel(s)), and its own kernels took 1 % of its 2.760 ms GPU time, below the partial policy's 50 %: the reference's ops did the work (sm90_xmma_gemm",
+            ),
+            (
+                "a cuBLAS GEMM and a fused bias + ReLU epilogue of its own",
+                evidence(&[k(gemm, 1, 2.7)], 0.03, Some(0.5)),
+                Verdict::Pass,
+                "",
+            ),
+            (
+                "one of the reference's kernels launched fewer times",
+                evidence(&[k(gemm, 1, 2.7), k(add, 1, 0.02)], 0.02, Some(0.5)),
+                Verdict::Pass,
+                "",
+            ),
+            (
+                "the reference's ops and kernels of its own that take most of the time",
+                evidence(&reused, 3.0, Some(0.5)),
+                Verdict::Pass,
+                "",
+            ),
+            (
+                "the policy `any` judges no library use",
+                evidence(&reused, 0.02, None),
+                Verdict::Pass,
+                "",
+            ),
+            (
+                "below the least GPU time judged (20 µs)",
+                KernelEvidence {
+                    total_ms: Some(0.015),
+                    ..evidence(&reused, 0.001, Some(0.5))
+                },
+                Verdict::Pass,
+                "",
+            ),
+            (
+                "a reference that launched no kernel",
+                KernelEvidence {
+                    reference_ops: Some(compare(&[], &reused)),
+                    ..evidence(&reused, 0.02, Some(0.5))
+                },
+                Verdict::Pass,
+                "",
+            ),
+            (
+                "no reference profile (the reference's profiled call failed)",
+                KernelEvidence {
+                    reference_ops: None,
+                    ..evidence(&reused, 0.02, Some(0.5))
+                },
+                Verdict::Pass,
+                "",
+            ),
+            (
+                "no kernel of its own ran, and its source names none: the rule decides",
+                KernelEvidence {
+                    defined: vec![],
+                    ..evidence(&reused, 0.0, Some(0.5))
+                },
+                Verdict::NoKernel,
+                "its own kernels took 0 % of its 2.740 ms GPU time",
+            ),
+            (
+                "no kernel of its own ran, and its source names one: the earlier rule says so",
+                evidence(&reused, 0.0, Some(0.5)),
+                Verdict::NoKernel,
+                "none of its kernels (copy_kernel) ran in the profiled call",
+            ),
+        ];
+        for (what, evidence, verdict, reason) in cases {
+            let (v, r) = judge_kernels(&evidence);
+            assert_eq!(v, verdict, "{what}: {r}");
+            assert!(r.contains(reason), "{what}: {r:?} lacks {reason:?}");
         }
     }
 

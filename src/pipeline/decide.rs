@@ -27,6 +27,7 @@ pub(super) fn early(task: &Task, submission: &Submission) -> Evaluation {
         checks: Vec::new(),
         task_flags: Vec::new(),
         timing: None,
+        profile: None,
         logs: Vec::new(),
         phases: Phases::default(),
         seconds: 0.0,

@@ -1,13 +1,15 @@
 //! After timing, whether a kernel of the submission's own ran: the candidate's state checks, one
 //! profiled call (its kernels, their share of GPU time against library kernels, what its source
-//! defines), and whether a reported kernel's shared object is mapped into the worker
-//! (`kernels.mapped`, read from outside its interpreter). Gathers the `KernelEvidence` that
+//! defines), the reference's profiled call against it (`profile.reference_ops`), and whether a
+//! reported kernel's shared object is mapped into the worker (`kernels.mapped`, read from
+//! outside its interpreter). Gathers the `KernelEvidence` that
 //! `verdict` judges and the host-speed error a timing's label may allow; decides neither.
 
 use std::path::Path;
 
 use crate::config::LibraryPolicy;
 use crate::record::{merge_check, Check, Evaluation, Outcome, Timing};
+use crate::reference_ops::{self, Profiles};
 use crate::submission::Submission;
 use crate::task::Task;
 use crate::timing::{self, Failed};
@@ -31,9 +33,10 @@ pub(super) struct Judged {
 
 impl<S: Spawner> Python<'_, S> {
     /// After timing: the candidate's checks (`State`), one profiled call (`profile.library_share`
-    /// last, since profiling leaves state behind in the process it ran in), whether the reported
-    /// kernels ran (`kernels.mapped`), and the kernels' evidence that decides the verdict. Ends
-    /// both workers.
+    /// last, since profiling leaves state behind in the process it ran in), on a GPU the
+    /// reference's profiled call too (`profile.reference_ops`; both recorded in
+    /// `Evaluation::profile`), whether the reported kernels ran (`kernels.mapped`), and the
+    /// kernels' evidence that decides the verdict. Ends both workers.
     pub(super) fn judge_profiled(
         &self,
         task: &Task,
@@ -58,11 +61,24 @@ impl<S: Spawner> Python<'_, S> {
             merge_check(&mut eval.checks, check);
         }
         let figures = profiled.profile;
+        // The reference's profiled call, where the candidate's ran on a GPU: its launches for
+        // `profile.reference_ops`, its busy time for the host-speed error. None if it failed:
+        // neither is then claimed.
+        let theirs = figures
+            .total_ms
+            .and_then(|_| ask(&mut reference, self.profile_request(), cfg.timeouts.call).ok())
+            .map(|reply| reply.profile);
         let host_error = eval
             .timing
             .as_ref()
             .filter(|t| t.host_error.is_some())
-            .and_then(|t| self.host_error(&mut reference, t, figures.busy_ms));
+            .and_then(|t| host_error(t, theirs.as_ref()?.busy_ms, figures.busy_ms));
+        let reference_ops = theirs
+            .as_ref()
+            .map(|r| reference_ops::compare(&r.launches, &figures.launches));
+        if let Some(ops) = &reference_ops {
+            merge_check(&mut eval.checks, reference_ops_check(ops));
+        }
         let kernels = profiled.kernels.unwrap_or(kernels);
         let mapped = mapped_kernel_check(&kernels, candidate.python_pid(), &self.build_seen(sub));
         S::finish(reference);
@@ -75,10 +91,16 @@ impl<S: Spawner> Python<'_, S> {
             total_ms: figures.total_ms,
             library_share: figures.library_share,
             library_limit: self.library_share_limit(task),
+            reference_ops,
+            reuse_limit: self.reuse_limit(),
             policy: cfg.library_policy.as_str(),
             unmapped: (mapped.outcome == Outcome::Fail).then(|| mapped.evidence.clone()),
         };
         merge_check(&mut eval.checks, mapped);
+        eval.profile = theirs.map(|r| Profiles {
+            reference: r.launches,
+            candidate: figures.launches,
+        });
         Ok(Judged {
             evidence,
             host_error,
@@ -93,23 +115,11 @@ impl<S: Spawner> Python<'_, S> {
         }
     }
 
-    /// A forward that synchronizes with the host inside: profile one reference call too; the
-    /// labels' host-speed error scaled by the share of each arm's time the GPU was idle. None
-    /// without both busy times: the whole error stays.
-    fn host_error(
-        &self,
-        reference: &mut S::Worker,
-        timing: &Timing,
-        candidate_busy_ms: Option<f64>,
-    ) -> Option<f64> {
-        let reference_busy_ms = ask(reference, self.profile_request(), self.config.timeouts.call)
-            .ok()
-            .and_then(|reply| reply.busy_ms);
-        let (r, c) = reference_busy_ms.zip(candidate_busy_ms)?;
-        Some(timing::host_error(
-            r / timing.reference.median_ms,
-            c / timing.candidate.median_ms,
-        ))
+    /// The largest share of GPU time library kernels may take in a submission that ran every
+    /// kernel launch of the reference's (`profile.reference_ops`), at any level: the library
+    /// limit, under every policy that sets one somewhere.
+    fn reuse_limit(&self) -> Option<f64> {
+        (self.config.library_policy != LibraryPolicy::Any).then_some(MAX_LIBRARY_SHARE)
     }
 
     /// The largest share of GPU time library kernels may take in a submission to this task
@@ -121,6 +131,32 @@ impl<S: Spawner> Python<'_, S> {
             LibraryPolicy::Any => None,
         }
     }
+}
+
+/// `profile.reference_ops`, recorded as evidence: the verdict weighs it with the library share.
+fn reference_ops_check(ops: &reference_ops::ReferenceOps) -> Check {
+    Check {
+        name: "profile.reference_ops".into(),
+        outcome: Outcome::Pass,
+        evidence: ops.to_string(),
+        seconds: 0.0,
+        runs: 1,
+    }
+}
+
+/// A forward that synchronizes with the host inside: the labels' host-speed error scaled by the
+/// share of each arm's time the GPU was idle in its profiled call. None without both busy times:
+/// the whole error stays.
+fn host_error(
+    timing: &Timing,
+    reference_busy_ms: Option<f64>,
+    candidate_busy_ms: Option<f64>,
+) -> Option<f64> {
+    let (r, c) = reference_busy_ms.zip(candidate_busy_ms)?;
+    Some(timing::host_error(
+        r / timing.reference.median_ms,
+        c / timing.candidate.median_ms,
+    ))
 }
 
 /// `kernels.mapped`: whether a kernel the candidate worker reports really ran, seen from outside

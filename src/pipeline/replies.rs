@@ -5,6 +5,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::record::Check;
+use crate::reference_ops::Launches;
 pub use crate::timing::Checked;
 use crate::verdict::BuildFailure;
 use crate::worker::request::{
@@ -102,12 +103,11 @@ impl Command for Perturb {
     type Reply = Perturbed;
 }
 
-/// A profiled call: the reference's busy time, the candidate's figures, checks and kernels.
+/// A profiled call: either worker's figures, and the candidate's checks and kernels.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Profiled {
-    pub busy_ms: Option<f64>,
     pub profile: ProfileFigures,
     pub kernels: Option<Vec<String>>,
     pub build_failures: Vec<BuildFailure>,
@@ -119,7 +119,7 @@ impl Command for Profile {
     type Reply = Profiled;
 }
 
-/// The candidate's profile (`profile.kernel_times`).
+/// A worker's profile of one call (`profile.summarize`): the reference's has no kernel of its own.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default)]
@@ -128,6 +128,8 @@ pub struct ProfileFigures {
     pub busy_ms: Option<f64>,
     pub custom_ms: Option<f64>,
     pub total_ms: Option<f64>,
+    /// Every kernel's launches, the longest first.
+    pub launches: Vec<Launches>,
 }
 
 #[cfg(test)]

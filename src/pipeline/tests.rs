@@ -565,6 +565,61 @@ mod scripted {
         assert_annotated(&eval);
     }
 
+    /// A candidate profiled on a GPU gets the reference's profiled call beside its own: both
+    /// recorded, compared in `profile.reference_ops`. A reference whose profiled call fails
+    /// leaves neither, and no claim.
+    #[test]
+    fn the_reference_is_profiled_beside_a_gpu_profile_and_both_are_recorded() {
+        const GEMM: &str = "sm90_xmma_gemm_f32f32_f32f32_f32_nt_n";
+        fn profiled_reference(request: &Request) -> Answer {
+            match request {
+                Request::Profile(_) => fake::ok(json!({"profile": {
+                    "busy_ms": 2.0, "total_ms": 2.0,
+                    "launches": [{"name": GEMM, "launches": 1, "ms": 2.0}],
+                }})),
+                other => reference(other),
+            }
+        }
+        fn gemm_and_copy(request: &Request) -> Answer {
+            match request {
+                Request::Profile(_) => fake::ok(json!({
+                    "profile": {
+                        "library_share": 0.99, "custom_ms": 0.02, "total_ms": 2.02, "busy_ms": 2.02,
+                        "launches": [
+                            {"name": GEMM, "launches": 1, "ms": 2.0},
+                            {"name": "copy_kernel(float*)", "launches": 1, "ms": 0.02, "own": true},
+                        ],
+                    },
+                    "kernels": ["cupy:copy"], "checks": [],
+                })),
+                other => candidate(other),
+            }
+        }
+        let eval = evaluate(profiled_reference, gemm_and_copy);
+        assert_eq!(
+            check(&eval, "profile.reference_ops").evidence,
+            "the candidate's call ran 1 of the reference's 1 kernel launch(es) (1 kernel(s))"
+        );
+        let profile = eval.profile.as_ref().expect("both profiles recorded");
+        assert_eq!(profile.reference.len(), 1);
+        assert_eq!(profile.candidate.len(), 2);
+        assert!(profile.candidate[1].own && !profile.candidate[0].own);
+        // Level 1 under the partial policy: the library share decides first.
+        assert_eq!(eval.verdict, Verdict::NoKernel);
+        assert!(
+            eval.reason.starts_with("profile.library_share"),
+            "{}",
+            eval.reason
+        );
+
+        let alone = evaluate(reference, gemm_and_copy);
+        assert!(alone.profile.is_none());
+        assert!(!alone
+            .checks
+            .iter()
+            .any(|c| c.name == "profile.reference_ops"));
+    }
+
     #[test]
     fn wrong_values_are_incorrect_at_the_first_trial() {
         fn differs(request: &Request) -> Answer {

@@ -126,6 +126,7 @@ pub(crate) mod tests {
                 t.ci_half_width = 0.05;
                 t
             }),
+            profile: None,
             logs: vec![],
             phases: crate::record::Phases {
                 worker_startup_s: Some(3.0),

@@ -1026,15 +1026,20 @@ def helper():
 
 
 def test_profile_summary():
-    times = {"relu_kernel(float*)": 3.0, "void at::native::fill_kernel(float*)": 1.0}
-    found = profile.summarize(times, {"relu_kernel"}, 3.5)
+    per_kernel = {"void at::native::fill_kernel(float*)": (2, 1.0), "relu_kernel(float*)": (1, 3.0)}
+    found = profile.summarize(per_kernel, {"relu_kernel"}, 3.5)
     assert found == {
         "library_share": 0.25,
         "custom_ms": 3.0,
         "total_ms": 4.0,
         "busy_ms": 3.5,
-        "top": [["relu_kernel(float*)", 3.0], ["void at::native::fill_kernel(float*)", 1.0]],
+        "launches": [
+            {"name": "relu_kernel(float*)", "launches": 1, "ms": 3.0, "own": True},
+            {"name": "void at::native::fill_kernel(float*)", "launches": 2, "ms": 1.0, "own": False},
+        ],
     }
+    # The reference's profile: nothing of its own.
+    assert [k["own"] for k in profile.summarize(per_kernel, set(), 3.5)["launches"]] == [False, False]
     assert profile.summarize({}, set(), 0.0)["library_share"] == 0.0
 
 

@@ -260,9 +260,17 @@ class BuildFailure(TypedDict, total=False):
     phase: str
 
 
+class Launches(TypedDict, total=False):
+    launches: int
+    ms: float
+    name: str
+    own: bool
+
+
 class ProfileFigures(TypedDict, total=False):
     busy_ms: Optional[float]
     custom_ms: Optional[float]
+    launches: list[Launches]
     library_share: Optional[float]
     total_ms: Optional[float]
 
@@ -392,7 +400,6 @@ class Stated(TypedDict, total=False):
 
 class Profiled(TypedDict, total=False):
     build_failures: list[BuildFailure]
-    busy_ms: Optional[float]
     checks: list[Check]
     defined: list[str]
     kernels: Optional[list[str]]

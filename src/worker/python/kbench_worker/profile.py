@@ -1,4 +1,5 @@
-"""`profile.library_share` (GPU): how much of one forward's GPU time ran the submission's kernels.
+"""`profile.library_share` (GPU): how much of one forward's GPU time ran the submission's kernels,
+and every kernel's launches, which kbench compares with the reference's (`profile.reference_ops`).
 
 A submission that computes with the reference's own aten/cuBLAS ops and launches a decorative
 kernel passes every output check. Profiling one call and attributing each kernel's device time
@@ -18,10 +19,6 @@ _LIBRARY_PATTERN = re.compile(r"^(nvjet|sm\d+_xmma|cutlass|cudnn|cublas|cutensor
 
 # Words after `__global__` that are not the function's name.
 _NOT_NAMES = {"__launch_bounds__", "__attribute__", "__maxnreg__", "alignas", "__cluster_dims__"}
-
-TOP = 5
-NAME_CHARS = 200
-
 
 def defined_kernels(source):
     """Names of the kernels a submission defines in its source: `__global__` functions (in
@@ -102,18 +99,22 @@ def is_custom(name, defined):
     return any(own == d or re.fullmatch(rf"{re.escape(d)}_\d\w*", own) for d in defined)
 
 
-def summarize(per_kernel_ms, defined, busy_ms):
-    """The reply's profile: library share of GPU time, custom and total ms, the time the device
-    was busy, top kernels."""
-    total = sum(per_kernel_ms.values())
-    custom = sum(ms for name, ms in per_kernel_ms.items() if is_custom(name, defined))
-    top = sorted(per_kernel_ms.items(), key=lambda item: -item[1])[:TOP]
+def summarize(per_kernel, defined, busy_ms):
+    """The reply's profile from ``per_kernel`` (name -> (launches, ms)): library share of GPU
+    time, custom and total ms, the time the device was busy, and every kernel's launches and ms,
+    whether it is the submission's own (`own`), the longest first."""
+    total = sum(ms for _, ms in per_kernel.values())
+    launches = [
+        {"name": name, "launches": count, "ms": ms, "own": is_custom(name, defined)}
+        for name, (count, ms) in sorted(per_kernel.items(), key=lambda item: -item[1][1])
+    ]
+    custom = sum(k["ms"] for k in launches if k["own"])
     return {
         "library_share": (total - custom) / total if total else 0.0,
         "custom_ms": custom,
         "total_ms": total,
         "busy_ms": busy_ms,
-        "top": [[name[:NAME_CHARS], ms] for name, ms in top],
+        "launches": launches,
     }
 
 
@@ -129,17 +130,18 @@ def busy(intervals):
 
 
 def kernel_times(call):
-    """Over one ``call()``, from torch's profiler: device milliseconds per kernel name, and the
-    milliseconds the device was busy (`busy`)."""
+    """Over one ``call()``, from torch's profiler: per kernel name, its launches and device
+    milliseconds; and the milliseconds the device was busy (`busy`)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         call()
         torch.cuda.synchronize()
-    times, intervals = {}, []
+    per_kernel, intervals = {}, []
     for event in prof.events():
         if event.device_type == torch.autograd.DeviceType.CUDA:
-            times[event.name] = times.get(event.name, 0.0) + event.time_range.elapsed_us() / 1e3
+            count, ms = per_kernel.get(event.name, (0, 0.0))
+            per_kernel[event.name] = (count + 1, ms + event.time_range.elapsed_us() / 1e3)
             intervals.append((event.time_range.start / 1e3, event.time_range.end / 1e3))
-    return times, busy(intervals)
+    return per_kernel, busy(intervals)

@@ -185,12 +185,14 @@ class Reference:
         self.timed = None
         self.compiled = None
 
-    def busy_ms(self, req):
-        """The time the GPU was busy during one profiled call (after timing: profiling leaves
-        state in the process), for the host-speed allowance of a forward that synchronizes
-        with the host inside."""
+    def profiled(self, req):
+        """One profiled call (after timing: profiling leaves state in the process): its kernels'
+        launches, which kbench compares with the candidate's (`profile.reference_ops`), and the
+        time the GPU was busy, for the host-speed allowance of a forward that synchronizes with
+        the host inside."""
         inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision)
-        return profile.kernel_times(lambda: harness.forward(self.model, inputs, req.forward_seed))[1]
+        per_kernel, busy_ms = profile.kernel_times(lambda: harness.forward(self.model, inputs, req.forward_seed))
+        return profile.summarize(per_kernel, set(), busy_ms)
 
     def receive(self, req):
         """The candidate's outputs and post-call inputs: IPC views of its memory, or a file."""
@@ -400,7 +402,7 @@ class Session:
         return {**reply, "compile_s": self.reference.compiled.compile_s}
 
     def profile(self, req: Profile) -> Profiled:
-        return {"busy_ms": self.reference.busy_ms(req)}
+        return {"profile": self.reference.profiled(req)}
 
 
 def commands(channel):
