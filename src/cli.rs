@@ -106,6 +106,10 @@ pub enum ImportFormat {
     /// for the Parquet archive convert first: python -c "import pandas as pd;
     /// pd.read_parquet('IN.parquet').to_json('OUT.jsonl', orient='records', lines=True)"
     Sakana,
+    /// A CUDA-L2 checkout (or a folder with its layout): kernels/GPU_F32F16F16F32/M_N_K.cu,
+    /// pybind/hgemm_GPU_fp32.cc and eval_results/*_speedup_{offline,server}.csv; a task per
+    /// shape, a submission per kernel (built with CUTLASS: see kbench doctor)
+    CudaL2,
 }
 
 #[derive(Debug, Args)]
@@ -117,6 +121,16 @@ pub struct ImportArgs {
     pub src: PathBuf,
     /// Output folder, created; must be missing or empty
     pub out: PathBuf,
+    /// cuda-l2: the GPU whose kernels to import (the folder kernels/GPU_F32F16F16F32)
+    #[arg(long, default_value = "h100")]
+    pub gpu: String,
+    /// cuda-l2: the shapes to import, M_N_K separated by commas (with --sample: these too)
+    #[arg(long, value_delimiter = ',', value_name = "M_N_K")]
+    pub shapes: Vec<String>,
+    /// cuda-l2: N shapes chosen deterministically so that each value of M, N and K is used
+    /// about equally (without --shapes and --sample: every kernel)
+    #[arg(long, value_name = "N")]
+    pub sample: Option<usize>,
 }
 
 #[derive(Debug, Args)]

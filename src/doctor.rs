@@ -77,6 +77,12 @@ pub fn checks(python: &str, probe: Result<&Probe, &Error>) -> Vec<Check> {
         found: text(&facts.cxx),
         fix: "install g++ (apt-get install g++)",
     });
+    out.push(Check {
+        name: "CUTLASS",
+        ok: facts.cutlass.is_some(),
+        found: text(&facts.cutlass),
+        fix: "only for kbench import cuda-l2's kernels: pip install --no-deps -r requirements-cuda-l2.txt (nvidia-cutlass's headers; offline: pip install --no-deps its wheel), or set CUTLASS_DIR to a CUTLASS checkout",
+    });
     let nvml = nvml_driver();
     out.push(Check {
         name: "NVML",

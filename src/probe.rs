@@ -39,6 +39,9 @@ pub struct Facts {
     pub ninja: bool,
     pub cpu: Option<String>,
     pub triton: Option<String>,
+    /// CUTLASS's headers for `kbench import cuda-l2`'s kernels: "VERSION at FOLDER".
+    #[serde(default)]
+    pub cutlass: Option<String>,
 }
 
 /// One GPU torch sees; the run record keeps it whole.

@@ -240,3 +240,141 @@ fn a_malformed_published_file_stops_eval_before_it_starts() {
         text(&run)
     );
 }
+
+fn cuda_l2_fixture() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda-l2")
+}
+
+#[test]
+fn cuda_l2_kernels_become_tasks_submissions_and_both_published_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = import("cuda-l2", &cuda_l2_fixture(), &out);
+    assert!(o.status.success(), "{}", text(&o));
+    let said = text(&o);
+    assert!(said.contains("--precision fp16"), "{said}");
+    assert!(said.contains("published-server.csv"), "{said}");
+    // Ids are rows of the offline table: 64_64_128 (row 2) has no kernel, so 128_64_64 is 3.
+    for (path, needle) in [
+        (
+            "tasks/level1/1_HGEMM_64_64_64.py",
+            "torch.matmul(A, B_t.t())",
+        ),
+        ("tasks/level1/3_HGEMM_128_64_64.py", "torch.matmul(A, B)"),
+        (
+            "tasks/level1/3_HGEMM_128_64_64.py",
+            "KBENCH_JUDGE = \"fp32_accumulation\"",
+        ),
+        (
+            "submissions/level1/1_HGEMM_64_64_64.py",
+            "\"-gencode=arch=compute_90a,code=sm_90a\"",
+        ),
+        (
+            "submissions/level1/1_HGEMM_64_64_64.py",
+            "\"--use_fast_math\"",
+        ),
+        (
+            "submissions/level1/1_HGEMM_64_64_64.py",
+            "b_col_major.data_ptr()",
+        ),
+        ("submissions/level1/3_HGEMM_128_64_64.py", "PAD_M = 128"),
+    ] {
+        let code = std::fs::read_to_string(out.join(path)).unwrap();
+        assert!(code.contains(needle), "{path} lacks {needle}");
+    }
+    let offline = csv_rows(&out.join("published.csv"));
+    let server = csv_rows(&out.join("published-server.csv"));
+    let cells = |rows: &[Vec<String>]| -> Vec<(String, String, String)> {
+        rows.iter()
+            .map(|r| (r[1].clone(), r[4].clone(), r[5].clone()))
+            .collect()
+    };
+    assert_eq!(
+        cells(&offline),
+        [
+            ("1".into(), "1.5".into(), "torch.matmul (offline)".into()),
+            ("3".into(), "0.9".into(), "torch.matmul (offline)".into())
+        ]
+    );
+    assert_eq!(
+        cells(&server),
+        [
+            ("1".into(), "2.5".into(), "torch.matmul (server)".into()),
+            ("3".into(), "1.9".into(), "torch.matmul (server)".into())
+        ]
+    );
+    assert!(
+        offline[0][8].contains("cuBLAS-max=1.3;"),
+        "{:?}",
+        offline[0]
+    );
+    assert!(
+        offline[0][8].contains("cuBLASLt-auto-tuning-max=1"),
+        "{:?}",
+        offline[0]
+    );
+    let kernels = csv_rows(&out.join("kernels.csv"));
+    let facts: Vec<Vec<&str>> = kernels
+        .iter()
+        .map(|r| vec![r[2].as_str(), &r[4], &r[5], &r[6], &r[8]])
+        .collect();
+    assert_eq!(
+        facts,
+        [
+            ["64_64_64", "b_col_major", "0_0_0", "fp32", "false"],
+            ["128_64_64", "b", "128_0_0", "fp16", "true"]
+        ]
+    );
+}
+
+#[test]
+fn cuda_l2_selections_skip_missing_shapes_and_stay_with_cuda_l2() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = cuda_l2_fixture();
+    let run = |name: &str, extra: &[&str]| {
+        let out = dir.path().join(name);
+        let mut args = vec![
+            "import",
+            "cuda-l2",
+            src.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        (kbench(&args), out)
+    };
+    let (o, out) = run("named", &["--shapes", "128_64_64,256_256_256"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("256_256_256: no kernel for this shape"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(csv_rows(&out.join("published.csv")).len(), 1);
+    let (a, first) = run("sample1", &["--sample", "1"]);
+    let (b, second) = run("sample2", &["--sample", "1"]);
+    assert!(a.status.success() && b.status.success());
+    assert_eq!(
+        csv_rows(&first.join("published.csv")),
+        csv_rows(&second.join("published.csv")),
+        "--sample is deterministic"
+    );
+    let (o, _) = run("bad", &["--shapes", "64x64x64"]);
+    assert!(
+        !o.status.success() && text(&o).contains("is not M_N_K"),
+        "{}",
+        text(&o)
+    );
+    let (o, _) = run("gpu", &["--gpu", "a100"]);
+    assert!(!o.status.success() && text(&o).contains("no kernels/a100_F32F16F16F32/"));
+    let jsonl = dir.path().join("rows.jsonl");
+    json_lines(&jsonl, &[json!({"level_id": 1, "task_id": 19})]);
+    let o = kbench(&[
+        "import",
+        "cuda-l1",
+        jsonl.to_str().unwrap(),
+        dir.path().join("l1").to_str().unwrap(),
+        "--sample",
+        "3",
+    ]);
+    assert!(!o.status.success() && text(&o).contains("are for kbench import cuda-l2"));
+}

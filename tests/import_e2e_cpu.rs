@@ -242,3 +242,37 @@ fn imported_sakana_rows_are_evaluated_and_compared_with_what_was_published() {
     assert!(String::from_utf8_lossy(&again.stderr).contains("0 submission(s) to evaluate"));
     assert_eq!(summary(&out)["published"]["classes"], p["classes"]);
 }
+
+/// `kbench import cuda-l2` on the synthetic tree: its tasks' Models compute the GEMM on the CPU
+/// in the layout each kernel reads, and its ModelNew files, their build replaced by a stand-in
+/// kernel that reads only that layout, marshal the operands (padding included) to the same
+/// product and refuse other shapes (`tests/fixtures/cuda-l2/check_import.py`).
+#[test]
+fn imported_cuda_l2_tasks_run_and_their_submissions_marshal_the_kernel_operands() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = root().join("tests/fixtures/cuda-l2");
+    let out = dir.path().join("out");
+    let o = kbench(&[
+        "import",
+        "cuda-l2",
+        fixture.to_str().unwrap(),
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new(python())
+        .arg(fixture.join("check_import.py"))
+        .arg(&out)
+        .output()
+        .expect("run python");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "{said}");
+    assert_eq!(
+        said.lines().filter(|l| l.starts_with("ok ")).count(),
+        2,
+        "{said}"
+    );
+}

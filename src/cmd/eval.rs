@@ -110,7 +110,12 @@ pub fn run(args: &EvalArgs) -> Result<Exit> {
 fn confine(config: &Config, worker_path: &std::path::Path) -> Result<sandbox::Confinement> {
     let builds = config.cache.join("builds");
     std::fs::create_dir_all(&builds).map_err(|e| Error::write(&builds, e))?;
-    let readonly = [worker_path.to_path_buf(), config.tasks_root.clone()];
+    // CUTLASS_DIR: the headers `kbench import cuda-l2`'s kernels build against, where set.
+    let cutlass = std::env::var_os("CUTLASS_DIR").map(PathBuf::from);
+    let readonly: Vec<_> = [worker_path.to_path_buf(), config.tasks_root.clone()]
+        .into_iter()
+        .chain(cutlass.filter(|p| p.is_dir()))
+        .collect();
     sandbox::Confinement::probe(
         config.sandbox,
         &config.python,

@@ -9,10 +9,23 @@ use crate::exit::Exit;
 use crate::import;
 
 pub fn run(args: &ImportArgs) -> Result<Exit> {
+    let cuda_l2_only = !args.shapes.is_empty() || args.sample.is_some() || args.gpu != "h100";
+    if cuda_l2_only && args.format != ImportFormat::CudaL2 {
+        return Err(Error::Usage(
+            "--gpu, --shapes and --sample are for kbench import cuda-l2".into(),
+        ));
+    }
     let imported = match args.format {
         ImportFormat::CudaL1 => import::cuda_l1::read(&args.src)?,
         ImportFormat::KernelbenchRun => import::kernelbench_run::read(&args.src)?,
         ImportFormat::Sakana => import::sakana::read(&args.src)?,
+        ImportFormat::CudaL2 => {
+            let selection = import::cuda_l2::Selection {
+                shapes: args.shapes.clone(),
+                sample: args.sample,
+            };
+            import::cuda_l2::read(&args.src, &args.gpu, &selection)?
+        }
     };
     if imported.rows.is_empty() {
         for s in &imported.skipped {

@@ -5,6 +5,7 @@
 //! (`OUT/published.csv`). A bad row is skipped with why; it never stops the import.
 
 pub mod cuda_l1;
+pub mod cuda_l2;
 pub mod kernelbench_run;
 pub mod sakana;
 
@@ -40,9 +41,16 @@ pub struct Import {
     /// Path under `submissions/` -> code.
     pub submissions: BTreeMap<String, String>,
     pub rows: Vec<PublishedRow>,
+    /// The same submissions' results in a server scenario, where the source publishes one:
+    /// `published-server.csv`, for `kbench eval --mode server --published`.
+    pub server_rows: Vec<PublishedRow>,
+    /// Other files the source's facts go to: path under OUT -> content.
+    pub files: BTreeMap<String, String>,
     pub skipped: Vec<Skip>,
     /// Flags of `kbench eval` this source's evaluation needs, in the command `report` prints.
     pub eval_flags: Vec<&'static str>,
+    /// Lines `report` ends with.
+    pub notes: Vec<String>,
 }
 
 impl Default for Import {
@@ -52,8 +60,11 @@ impl Default for Import {
             tasks: BTreeMap::new(),
             submissions: BTreeMap::new(),
             rows: Vec::new(),
+            server_rows: Vec::new(),
+            files: BTreeMap::new(),
             skipped: Vec::new(),
             eval_flags: Vec::new(),
+            notes: Vec::new(),
         }
     }
 }
@@ -176,7 +187,13 @@ impl Import {
         for (path, code) in &self.submissions {
             write(&out.join("submissions").join(path), code)?;
         }
+        for (path, text) in &self.files {
+            write(&out.join(path), text)?;
+        }
         std::fs::create_dir_all(out).map_err(|e| Error::write(out, e))?;
+        if !self.server_rows.is_empty() {
+            crate::published::write_csv(&self.server_rows, &out.join("published-server.csv"))?;
+        }
         crate::published::write_csv(&self.rows, &out.join("published.csv"))
     }
 
@@ -223,6 +240,9 @@ impl Import {
             out.join("submissions").display(),
             out.join("published.csv").display(),
         ));
+        for note in &self.notes {
+            text.push_str(&format!("{note}\n"));
+        }
         text
     }
 }

@@ -315,6 +315,7 @@ class Gpu(TypedDict, total=False):
 class Facts(TypedDict, total=False):
     cpu: Optional[str]
     cuda_available: bool
+    cutlass: Optional[str]
     cxx: Optional[str]
     gpus: list[Gpu]
     ninja: bool

@@ -1,6 +1,9 @@
 """Environment probe: what kbench records with every run and what `kbench doctor` checks."""
 
+import importlib.util
+import os
 import platform
+import re
 import shutil
 import sys
 
@@ -45,7 +48,27 @@ def facts():
                     "l2_bytes": p.L2_cache_size,
                 }
             )
+    found["cutlass"] = cutlass()
     return found
+
+
+def cutlass():
+    """CUTLASS's headers as CUDA-L2's kernels find them (`kbench import cuda-l2`): $CUTLASS_DIR,
+    else the nvidia-cutlass package's copy (located, not imported: its imports need packages the
+    headers do not). "VERSION at FOLDER", or None."""
+    root = os.environ.get("CUTLASS_DIR")
+    if not root:
+        spec = importlib.util.find_spec("cutlass_library")
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        root = os.path.join(list(spec.submodule_search_locations)[0], "source")
+    version = os.path.join(root, "include", "cutlass", "version.h")
+    if not os.path.isfile(version):
+        return None
+    with open(version) as f:
+        text = f.read()
+    parts = [re.search(rf"#define CUTLASS_{p}\s+(\d+)", text) for p in ("MAJOR", "MINOR", "PATCH")]
+    return f"{'.'.join(m.group(1) if m else '?' for m in parts)} at {root}"
 
 
 def commands(channel):

@@ -173,6 +173,8 @@ class Reference:
         self.rtol = req.rtol
         runtime.strict_fp32()
         self.task = harness.load_task(req.task, taskfile.overrides(req.task, req.scale, req.set))
+        # `precision.fp32_accumulation`: the task declares how its outputs are judged.
+        self.accumulation = getattr(self.task, "KBENCH_JUDGE", None) == "fp32_accumulation"
         self.model = harness.build(self.task.Model, harness.init_inputs(self.task), self.device, self.precision)
         # BatchNorm's running statistics as built, before training-mode calls move them: what a
         # kernel that normalises with running statistics reads (`explain_batchnorm`).
@@ -223,6 +225,8 @@ class Reference:
             self.judge_shift(req, ref, cand, result, log)
         elif "output" in result and fp32:
             result = self.judge_miss(req, ref, cand, result, log)
+        if self.accumulation and "max_abs_diff" in result and not changed:
+            self.judge_accumulation(req, cand, result, log)
         if "output" in result and not result["correct"]:
             self.explain_batchnorm(req, cand, result)
         elif result["correct"] and req.deep and fp32:
@@ -324,6 +328,39 @@ class Reference:
         harness.release_memory(self.device)
         return result
 
+    def judge_accumulation(self, req, cand, result, log):
+        """`precision.fp32_accumulation`, on every trial of a task that declares it: each floating
+        output against the reference run in float64, beside the reference run in fp32 (fp32
+        accumulation) rounded to the output's dtype (`precision.judge_accumulation`). Required
+        on top of the tolerance: a failure makes a correct trial incorrect, and joins the reason
+        of one that missed the tolerance."""
+        started = time.perf_counter()
+        cands = list(cand) if isinstance(cand, (tuple, list)) else [cand]
+        try:
+            refs64 = self._run_as(req, torch.float64)
+            refs32 = self._run_as(req, torch.float32)
+        except (RuntimeError, TypeError, NotImplementedError) as exc:
+            harness.release_memory(self.device)
+            log.add("precision.fp32_accumulation", "skip", f"the reference does not run in float64 and fp32: {type(exc).__name__}: {str(exc)[:200]}", time.perf_counter() - started)
+            return
+        judged = []  # (outcome, evidence) per floating output
+        for i, (r32, r64, c) in enumerate(zip(refs32, refs64, cands)):
+            if c.is_floating_point():
+                outcome, evidence = precision.judge_accumulation(r32.to(c.dtype), r64, c.to(r64.device))
+                judged.append((outcome, f"output {i}: {evidence}" if len(cands) > 1 else evidence))
+        del refs64, refs32
+        harness.release_memory(self.device)
+        if not judged:
+            return
+        outcome, evidence = next((j for j in judged if j[0] == "fail"), judged[0])
+        log.add("precision.fp32_accumulation", outcome, evidence, time.perf_counter() - started)
+        if outcome != "fail":
+            return
+        if result["correct"]:
+            result.update(correct=False, reason=f"precision.fp32_accumulation: {evidence}")
+        else:
+            result["reason"] += f"; precision.fp32_accumulation: {evidence}"
+
     def explain_batchnorm(self, req, cand, result):
         """A wrong output's cause when the task's reference normalises with BatchNorm in training
         mode (batch statistics, as KernelBench's models run) and the candidate's output is the
@@ -342,11 +379,15 @@ class Reference:
         harness.release_memory(self.device)
 
     def _float64(self, req):
-        """The reference's outputs in float64: a float64 copy of the model (freed on return) on
-        the trial's inputs cast to float64, with the same forward seed."""
-        model = copy.deepcopy(self.model).double()
+        """The reference's outputs in float64 (`_run_as`)."""
+        return self._run_as(req, torch.float64)
+
+    def _run_as(self, req, dtype):
+        """The reference's outputs in ``dtype``: a copy of the model in it (freed on return) on
+        the trial's inputs cast to it, with the same forward seed."""
+        model = copy.deepcopy(self.model).to(dtype)
         inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision, req.variant)
-        inputs = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+        inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
         out = harness.forward(model, inputs, req.forward_seed)
         return list(out) if isinstance(out, (tuple, list)) else [out]
 

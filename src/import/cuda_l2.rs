@@ -1,0 +1,260 @@
+//! CUDA-L2's release (a checkout of its repository, or a folder with its layout): one HGEMM
+//! kernel per shape in `kernels/GPU_F32F16F16F32/M_N_K.cu`, each exporting the entry declared in
+//! `pybind/hgemm_GPU_fp32.cc`, and the published speedups in
+//! `eval_results/cuda_l2_GPU_F32F16F16F32_speedup_{offline,server}.csv` (ratios of mean TFLOPS
+//! over torch.matmul, cuBLAS and cuBLASLt). Each shape becomes a task (`level1/ID_HGEMM_M_N_K`,
+//! ID its row in the offline CSV) and a submission; `published.csv` carries the offline
+//! torch.matmul column as the speedup and the other columns beside it, `published-server.csv`
+//! the server ones, and `kernels.csv` what the kernels' sources declare (layout read, padding,
+//! accumulator, private stream).
+
+mod python;
+pub mod sample;
+mod source;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use regex::Regex;
+
+use super::Import;
+use crate::error::{Error, Result};
+use crate::published::PublishedRow;
+use crate::task::TaskId;
+use sample::Shape;
+use source::Layout;
+
+/// The published column kbench reproduces: the speedup over torch.matmul.
+const MATMUL: &str = "torch.matmul";
+/// The level of the tasks written (a GEMM is a single operator, as in KernelBench's level 1).
+const LEVEL: u32 = 1;
+
+/// Which shapes to import: all, or those named and/or a spread sample.
+#[derive(Clone, Debug, Default)]
+pub struct Selection {
+    pub shapes: Vec<String>,
+    pub sample: Option<usize>,
+}
+
+/// A published table: shape name -> (column, value), in file order; the column names.
+struct Table {
+    order: Vec<String>,
+    cells: BTreeMap<String, Vec<(String, f64)>>,
+}
+
+fn read_table(path: &Path) -> Result<Option<Table>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let fail = |e: csv::Error| Error::Usage(format!("read {}: {e}", path.display()));
+    let mut reader = csv::Reader::from_path(path).map_err(fail)?;
+    let header: Vec<String> = reader
+        .headers()
+        .map_err(fail)?
+        .iter()
+        .map(String::from)
+        .collect();
+    if header.first().map(String::as_str) != Some("mnk") || !header.iter().any(|h| h == MATMUL) {
+        return Err(Error::Usage(format!(
+            "read {}: expected a header starting with mnk and holding {MATMUL}",
+            path.display()
+        )));
+    }
+    let mut table = Table {
+        order: Vec::new(),
+        cells: BTreeMap::new(),
+    };
+    for record in reader.records() {
+        let record = record.map_err(fail)?;
+        let shape = record.get(0).unwrap_or("").trim().to_string();
+        let cells = header
+            .iter()
+            .zip(record.iter())
+            .skip(1)
+            .filter_map(|(h, v)| Some((h.clone(), v.trim().parse::<f64>().ok()?)))
+            .filter(|(_, v)| v.is_finite())
+            .collect();
+        table.order.push(shape.clone());
+        table.cells.insert(shape, cells);
+    }
+    Ok(Some(table))
+}
+
+/// The entry function's name and C++ declaration from CUDA-L2's pybind glue.
+fn entry(glue: &Path) -> Result<(String, String)> {
+    let text = std::fs::read_to_string(glue).map_err(|e| Error::read(glue, e))?;
+    let declaration = Regex::new(r"void\s+(cuda_l2_\w+)\s*\(([^)]*)\)\s*;").expect("regex");
+    let found = declaration.captures(&text).ok_or_else(|| {
+        Error::Usage(format!(
+            "{}: no `void cuda_l2_...(...);` declaration",
+            glue.display()
+        ))
+    })?;
+    let params = found[2].split_whitespace().collect::<Vec<_>>().join(" ");
+    Ok((
+        found[1].to_string(),
+        format!("void {}({params});", &found[1]),
+    ))
+}
+
+/// The kernels of `dir` by shape.
+fn kernels(dir: &Path) -> Result<BTreeMap<Shape, PathBuf>> {
+    let mut found = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::read(dir, e))? {
+        let path = entry.map_err(|e| Error::read(dir, e))?.path();
+        let shape = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".cu"))
+            .and_then(sample::parse);
+        if let Some(shape) = shape {
+            found.insert(shape, path);
+        }
+    }
+    Ok(found)
+}
+
+/// The shapes chosen, each once, in a stable order; named shapes without a kernel are skipped.
+fn select(
+    all: &BTreeMap<Shape, PathBuf>,
+    selection: &Selection,
+    import: &mut Import,
+) -> Result<Vec<Shape>> {
+    if selection.shapes.is_empty() && selection.sample.is_none() {
+        return Ok(all.keys().copied().collect());
+    }
+    let mut chosen = Vec::new();
+    for text in &selection.shapes {
+        let shape = sample::parse(text)
+            .ok_or_else(|| Error::Usage(format!("--shapes: {text:?} is not M_N_K")))?;
+        if all.contains_key(&shape) {
+            chosen.push(shape);
+        } else {
+            import.skip(text.as_str(), "no kernel for this shape");
+        }
+    }
+    let shapes: Vec<Shape> = all.keys().copied().collect();
+    chosen.extend(sample::spread(&shapes, selection.sample.unwrap_or(0)));
+    chosen.sort();
+    chosen.dedup();
+    Ok(chosen)
+}
+
+/// `column=value` of every column but torch.matmul's, `;`-separated, prefixed.
+fn others(cells: &[(String, f64)], prefix: &str) -> String {
+    cells
+        .iter()
+        .filter(|(c, _)| c != MATMUL)
+        .map(|(c, v)| format!("{prefix}{c}={v}"))
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+fn matmul(cells: Option<&Vec<(String, f64)>>) -> Option<f64> {
+    cells?.iter().find(|(c, _)| c == MATMUL).map(|(_, v)| *v)
+}
+
+pub fn read(src: &Path, gpu: &str, selection: &Selection) -> Result<Import> {
+    if python::arch(gpu).is_none() {
+        eprintln!("kbench: --gpu {gpu}: unknown to kbench; its kernels are built for sm_90a");
+    }
+    let dir = src.join("kernels").join(format!("{gpu}_F32F16F16F32"));
+    if !dir.is_dir() {
+        return Err(Error::Usage(format!(
+            "{}: not a CUDA-L2 folder for --gpu {gpu} (no kernels/{gpu}_F32F16F16F32/)",
+            src.display()
+        )));
+    }
+    let (entry, declaration) = entry(&src.join("pybind").join(format!("hgemm_{gpu}_fp32.cc")))?;
+    let results = src.join("eval_results");
+    let table = |mode: &str| {
+        read_table(&results.join(format!("cuda_l2_{gpu}_F32F16F16F32_speedup_{mode}.csv")))
+    };
+    let (offline, server) = (table("offline")?, table("server")?);
+    let all = kernels(&dir)?;
+    let mut import = Import {
+        eval_flags: vec!["--precision", "fp16"],
+        ..Import::default()
+    };
+    // Ids: the row in the offline table, so that any subset numbers its tasks alike.
+    let listed: Vec<String> = offline
+        .as_ref()
+        .map(|t| t.order.clone())
+        .unwrap_or_default();
+    let unlisted = all
+        .keys()
+        .map(|s| sample::name(*s))
+        .filter(|n| !listed.contains(n));
+    let ids: BTreeMap<String, u32> = listed.iter().cloned().chain(unlisted).zip(1..).collect();
+    let mut sidecar = String::from(
+        "level,problem_id,shape,submission,layout,padding,accumulator,accumulator_evidence,\
+         private_stream,cublas,arch_specific\n",
+    );
+    for shape in select(&all, selection, &mut import)? {
+        let name = sample::name(shape);
+        let path = &all[&shape];
+        let code = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
+        let facts = source::read(&code, &entry, shape);
+        let id = TaskId {
+            level: LEVEL,
+            number: ids[&name],
+        };
+        let task_name = format!("{}_HGEMM_{name}", id.number);
+        let at = format!("{}", path.display());
+        if let Err(why) =
+            import.add_task(id, &task_name, &python::task(shape, gpu, facts.layout), &at)
+        {
+            import.skip(at, why);
+            continue;
+        }
+        let code = python::submission(shape, gpu, &entry, &declaration, &facts, &code);
+        let submission = import.add_submission(id, &task_name, None, code);
+        let offline_cells = offline.as_ref().and_then(|t| t.cells.get(&name));
+        let server_cells = server.as_ref().and_then(|t| t.cells.get(&name));
+        let row = |speedup, cells: Option<&Vec<(String, f64)>>, column: &str| PublishedRow {
+            level: id.level,
+            problem_id: id.number,
+            submission: submission.clone(),
+            correct: None,
+            speedup,
+            speedup_column: column.into(),
+            speedup_vs_compile: None,
+            speedup_vs_compile_column: String::new(),
+            other_speedups: cells.map(|c| others(c, "")).unwrap_or_default(),
+        };
+        import.rows.push(row(
+            matmul(offline_cells),
+            offline_cells,
+            "torch.matmul (offline)",
+        ));
+        import.server_rows.push(row(
+            matmul(server_cells),
+            server_cells,
+            "torch.matmul (server)",
+        ));
+        let layout = match facts.layout {
+            Layout::RowMajor => "b",
+            Layout::ColMajor => "b_col_major",
+            Layout::Both => "b+b_col_major",
+        };
+        let [pm, pn, pk] = facts.padding;
+        sidecar.push_str(&format!(
+            "{},{},{name},{submission},{layout},{pm}_{pn}_{pk},{},\"{}\",{},{},{}\n",
+            id.level,
+            id.number,
+            facts.accumulator.name(),
+            facts.accumulator_evidence.replace('"', "'"),
+            facts.private_stream,
+            facts.cublas,
+            facts.arch_specific,
+        ));
+    }
+    import.files.insert("kernels.csv".into(), sidecar);
+    import.notes.push(
+        "server mode: kbench eval SUBMISSIONS --mode server --published OUT/published-server.csv \
+         (the same flags); the kernels build with CUTLASS's headers (kbench doctor says where \
+         it finds them); what each kernel's source declares is in kernels.csv"
+            .into(),
+    );
+    Ok(import)
+}
