@@ -10,7 +10,8 @@
 #   bash benchmarks/gpu_run.sh attacks RESULTS_DIR [flags...]
 #                                                     # the sandbox and in-process attacks of
 #                                                     # tests/fixtures/cpu (level1/19_ReLU/cheat_*)
-#                                                     # and their honest control, on the GPU
+#                                                     # and their honest control, on the GPU (the
+#                                                     # libc-thread attacks write host memory: CPU only)
 #   bash benchmarks/gpu_run.sh cuda-l1 RESULTS_DIR TREE [flags...]
 #                                                     # a `kbench import cuda-l1` tree: its
 #                                                     # submissions against its own references,
@@ -36,7 +37,7 @@ case $what in
       fake_kernel forge_times_gc forge_reply time_global work_after_the_call seed_precompute; do
       cp "tests/fixtures/cpu/level1/19_ReLU/cheat_$f.py" "$dir/level1/19_ReLU/"
     done
-    for f in cheat_libc_thread cheat_libc_thread_callback wrong_list_output wrong_sparse_output \
+    for f in wrong_list_output wrong_sparse_output \
       wrong_neg_bit_output honest_torch; do
       cp "tests/fixtures/cpu/level1/19_ReLU/$f.py" "$dir/level1/19_ReLU/"
     done ;;

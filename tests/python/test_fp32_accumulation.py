@@ -151,3 +151,28 @@ def test_a_declaring_task_judges_every_trial_against_fp32_accumulation(tmp_path,
     assert outcomes.get("precision.fp32_accumulation") == (("pass" if correct else "fail") if declared else None)
     if not correct:
         assert "precision.fp32_accumulation: against the float64 product" in checked["reason"]
+
+
+def test_a_miss_of_the_tolerance_that_float64_puts_on_the_reference_is_correct(tmp_path):
+    """The task's own half-precision product rounds its split-K partial sums to fp16 (as cuBLAS
+    may under PyTorch's default): the honest fp32-accumulating kernel misses the tolerance against
+    it, and float64 says the reference is the side that is off."""
+    rounded_partials = GEMM_TASK.replace("K = 256", "K = 8192").replace(
+        "return torch.matmul(A, B_t.t())",
+        "return sum(A[:, k:k + 512] @ B_t[:, k:k + 512].t() for k in range(0, K, 512))",
+    )
+    task = tmp_path / "gemm.py"
+    task.write_text(rounded_partials)
+    sub = tmp_path / "sub.py"
+    sub.write_text(textwrap.dedent(HONEST))
+    load = dict(device="cpu", precision="fp16", atol=1e-2, rtol=1e-2, task=str(task), set={})
+    cand = Candidate(Load(**load, submission=str(sub)))
+    req = Trial(seed=7, forward_seed=11, out=str(tmp_path / "out.pt"), transport="file", deep=False, variant=None)
+    cand.trial(req)
+    checked = Reference(Load(**load)).check(
+        CheckOutputs(seed=7, forward_seed=11, variant=None, deep=False, candidate_out=req.out, kernelbench_tolerance=1e-2)
+    )
+    outcomes = {e["name"]: e["outcome"] for e in checked["checks"]}
+    assert outcomes["precision.fp32_accumulation"] == "pass"
+    assert checked["kernelbench_correct"] is False
+    assert checked["correct"] is True, checked["reason"]

@@ -1004,6 +1004,8 @@ from torch.utils.cpp_extension import load_inline
 cuda_src = """
 template <typename T>
 __global__ void __launch_bounds__(256) scale_kernel(const T* x, T* y, int n) {}
+template <class Mma>
+__global__ static void __launch_bounds__(decltype(size(Mma{}))::value) wgmma_kernel(float* x) {}
 extern "C" __global__ void add_one(float* x) {}
 __global__
 void
@@ -1022,7 +1024,38 @@ def tuned_kernel(x_ptr):
 def helper():
     pass
 '''
-    assert profile.defined_kernels(source) == {"scale_kernel", "add_one", "multi_line_kernel", "tri_kernel", "tuned_kernel"}
+    assert profile.defined_kernels(source) == {"scale_kernel", "wgmma_kernel", "add_one", "multi_line_kernel", "tri_kernel", "tuned_kernel"}
+
+
+# A CUTLASS kernel the submission instantiated is its own when its extension holds the kernel's
+# name (by either form); ATen's kernels never are, and a library kernel it did not build stays
+# library.
+CUTLASS_KERNEL = "_ZN7cutlass13device_kernelINS_4gemm6kernel13GemmUniversalIiEEEEvNT_6ParamsE"
+CUTLASS_DEMANGLED = "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<int> >(cutlass::gemm::kernel::GemmUniversal<int>::Params)"
+ATEN_KERNEL = "_ZN2at6native11relu_kernelEPf"
+
+
+@pytest.mark.parametrize(
+    "name, built, custom",
+    [
+        (CUTLASS_KERNEL, {CUTLASS_KERNEL}, True),
+        (CUTLASS_DEMANGLED, {CUTLASS_DEMANGLED}, True),
+        (CUTLASS_KERNEL, set(), False),
+        (CUTLASS_KERNEL, {"_ZN7cutlass13device_kernelINS_4gemm6kernel13GemmUniversalIlEEEEvNT_6ParamsE"}, False),
+        (ATEN_KERNEL, {ATEN_KERNEL}, False),
+    ],
+)
+def test_kernels_of_the_submissions_own_extension(name, built, custom):
+    assert profile.is_custom(name, set(), built) is custom
+
+
+def test_names_a_shared_object_holds_with_their_demangled_forms(tmp_path):
+    from kbench_worker import symbols
+
+    image = tmp_path / "ext.so"
+    image.write_bytes(b"\x7fELF\0" + CUTLASS_KERNEL.encode() + b"\0junk_Z\0" + ATEN_KERNEL.encode() + b"\0")
+    found = symbols.names([str(image), str(tmp_path / "missing.so")])
+    assert {CUTLASS_KERNEL, CUTLASS_DEMANGLED, ATEN_KERNEL} <= found
 
 
 def test_profile_summary():

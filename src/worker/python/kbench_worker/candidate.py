@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from . import cause, checks, harness, integrity, kernels, outputs, poison, profile, runtime, taskfile, timing, transfer
+from . import cause, checks, harness, integrity, kernels, outputs, poison, profile, runtime, symbols, taskfile, timing, transfer
 from .harness import ContractError, TamperError
 from .messages import Load, Loaded, Perturb, Perturbed, Profile, Profiled, Shipped, State, Stated, Time, Timed, TimeSetup, Trial, Warmed
 from .protocol import error, serve
@@ -183,7 +183,8 @@ class Candidate:
         inputs = harness.make_inputs(self.task, req.seed + 2, self.device, self.precision)
         poison.poison(self.device, poison.NAN)
         per_kernel, busy_ms = profile.kernel_times(lambda: harness.forward(self.model, inputs, req.forward_seed))
-        found = reply["profile"] = profile.summarize(per_kernel, self.defined, busy_ms)
+        built = symbols.names(kernels.objects())
+        found = reply["profile"] = profile.summarize(per_kernel, self.defined, busy_ms, built)
         return "pass", f"library kernels {found['library_share']:.0%} of {found['total_ms']:.3f} ms GPU time"
 
     def after_timing(self, req):

@@ -41,6 +41,7 @@ from . import cause
 _seen = []
 _failed = []
 _compiled = []
+_objects = []  # the shared objects the loads returned
 # Where the submission is: "import", "__init__" or "forward" (set by the candidate worker).
 phase = "import"
 # Whether build failures are left in the build folder: in the compile pool only.
@@ -77,6 +78,7 @@ def watch_extensions():
                 _remember_failure(remembered, exc)
                 raise
             _seen.append(f"cpp_extension.{__name}:{ext}")
+            _objects.append(getattr(module, "__file__", None))
             if any(steps > before.get(folder, 0) for folder, steps in _ninja_steps().items()):
                 _compiled.append(f"cpp_extension.{__name}:{ext}")
             return module
@@ -181,6 +183,11 @@ def found(module):
         elif cupy_kinds and isinstance(value, cupy_kinds):
             kinds.append(f"cupy:{name}")
     return kinds
+
+
+def objects():
+    """The files of the extensions the submission loaded (their kernels are its own)."""
+    return [path for path in _objects if isinstance(path, str)]
 
 
 def build_report(label):

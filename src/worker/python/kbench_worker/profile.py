@@ -15,6 +15,8 @@ import re
 # Kernels that are library code whatever the submission names its own: namespaces and name
 # patterns of torch, CUTLASS, CUB, cuBLAS, cuDNN and inductor's generated Triton kernels.
 _LIBRARY_NAMESPACES = {"at", "c10", "cutlass", "cute", "cub", "thrust", "flash", "cudnn", "cublas", "cublasLt"}
+# ATen's kernels stay library code even where a submission compiles their templates itself.
+_TORCH_NAMESPACES = {"at", "c10", "torch"}
 _LIBRARY_PATTERN = re.compile(r"^(nvjet|sm\d+_xmma|cutlass|cudnn|cublas|cutensor)|^triton_(poi|red|per|tem)_")
 
 # Words after `__global__` that are not the function's name.
@@ -25,10 +27,9 @@ def defined_kernels(source):
     load_inline strings or anywhere else in the text) and `@triton.jit` functions."""
     names = set()
     for match in re.finditer(r"__global__\b", source):
-        for word in re.finditer(r"([A-Za-z_]\w*)\s*\(", source[match.end() : match.end() + 1000]):
-            if word.group(1) not in _NOT_NAMES:
-                names.add(word.group(1))
-                break
+        name = _first_call_name(source[match.end() : match.end() + 1000])
+        if name:
+            names.add(name)
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -37,6 +38,22 @@ def defined_kernels(source):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(_is_jit(d) for d in node.decorator_list):
             names.add(node.name)
     return names
+
+
+def _first_call_name(text):
+    """The first name followed by `(` in ``text`` that is not a qualifier, a qualifier's
+    parenthesised arguments skipped (`__launch_bounds__(decltype(size(mma))::value)`)."""
+    at = 0
+    while (word := re.compile(r"([A-Za-z_]\w*)\s*\(").search(text, at)) is not None:
+        if word.group(1) not in _NOT_NAMES:
+            return word.group(1)
+        depth, at = 0, word.end() - 1
+        for at in range(word.end() - 1, len(text)):
+            depth += {"(": 1, ")": -1}.get(text[at], 0)
+            if depth == 0:
+                break
+        at += 1
+    return None
 
 
 def _is_jit(decorator):
@@ -88,24 +105,28 @@ def kernel_path(name):
     return path or _demangled_path(name)
 
 
-def is_custom(name, defined):
-    """Whether a profiled kernel is one the submission defines: its own (unqualified) name is
-    one of ``defined`` (Triton's older names append `_0d1d2de`-style suffixes), and neither
-    its namespace nor its name marks a library."""
+def is_custom(name, defined, built=frozenset()):
+    """Whether a profiled kernel is one the submission defines: its full name is one the
+    extension it built holds (``built``: `symbols.names`, so a CUTLASS template it instantiated
+    is its own) outside torch's namespaces, or its own (unqualified) name is one of ``defined``
+    (Triton's older names append `_0d1d2de`-style suffixes) and neither its namespace nor its
+    name marks a library."""
     path = kernel_path(name)
+    if name in built and not _TORCH_NAMESPACES & set(path[:-1]):
+        return True
     if not path or _LIBRARY_NAMESPACES & set(path[:-1]) or _LIBRARY_PATTERN.search(path[-1]):
         return False
     own = path[-1]
     return any(own == d or re.fullmatch(rf"{re.escape(d)}_\d\w*", own) for d in defined)
 
 
-def summarize(per_kernel, defined, busy_ms):
+def summarize(per_kernel, defined, busy_ms, built=frozenset()):
     """The reply's profile from ``per_kernel`` (name -> (launches, ms)): library share of GPU
     time, custom and total ms, the time the device was busy, and every kernel's launches and ms,
-    whether it is the submission's own (`own`), the longest first."""
+    whether it is the submission's own (`own`, `is_custom`), the longest first."""
     total = sum(ms for _, ms in per_kernel.values())
     launches = [
-        {"name": name, "launches": count, "ms": ms, "own": is_custom(name, defined)}
+        {"name": name, "launches": count, "ms": ms, "own": is_custom(name, defined, built)}
         for name, (count, ms) in sorted(per_kernel.items(), key=lambda item: -item[1][1])
     ]
     custom = sum(k["ms"] for k in launches if k["own"])

@@ -148,6 +148,9 @@ class TimedModel:
             for old, new in pairs:
                 # The same object and version counter: only the contents are new.
                 old.data.copy_(new)
+            # The new contents are in the sets now: their own memory goes back before the call
+            # (a 6 GB input held twice beside its output and the pool ran a task out of memory).
+            pairs.clear()
         if self.cuda:
             torch.sum(self.flush_buffer, dim=0, out=self.flush_sink)
         return k, inputs, [(j, sets, seed) for j, sets, _, seed in rest]
