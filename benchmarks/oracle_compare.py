@@ -1,0 +1,136 @@
+"""kbench's `kernelbench_correct` beside upstream KernelBench's own eval (issue 31).
+
+    python3 benchmarks/oracle_compare.py ORACLE.jsonl RESULTS.json[.gz]... > table.md
+
+ORACLE is benchmarks/kernelbench_oracle.py's output; each RESULTS is a kbench results.json of the
+same files, judged at its `config.kernelbench_tolerance` (one kbench run per tolerance). Rows are
+matched by task (level, number). A verdict is "correct" only where it is true: kbench's
+`kernelbench_correct` missing (a compile error, a skip) and an upstream error (a timeout, a
+crash) both count as not correct, as KernelBench counts them. Prints one table with both verdicts
+side by side per tolerance, the agreement per tolerance, the counts per kbench verdict class, and
+each disagreeing row with kbench's reason and upstream's error or metadata.
+"""
+
+import argparse
+import gzip
+import json
+import sys
+from collections import Counter
+
+
+def load_json(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def kbench_runs(paths):
+    """{tolerance: {(level, number): evaluation}}"""
+    runs = {}
+    for path in paths:
+        record = load_json(path)
+        tol = record["config"].get("kernelbench_tolerance")
+        if tol is None:
+            sys.exit(f"{path}: no config.kernelbench_tolerance (a record from before it)")
+        runs[float(tol)] = {
+            (e["task"]["level"], e["task"]["number"]): e for e in record["evaluations"]
+        }
+    return runs
+
+
+def oracle_rows(path):
+    """{(level, number): {tolerance: upstream's result}}"""
+    rows = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                r = json.loads(line)
+                rows[(r["level"], r["number"])] = {float(t): v for t, v in r["tolerances"].items()}
+    return rows
+
+
+def upstream_says(result):
+    return result is not None and result.get("correctness") is True
+
+
+def upstream_detail(result):
+    if result is None:
+        return "not run"
+    if "error" in result:
+        return f"error: {result['error']}"
+    meta = result.get("metadata", {})
+    keep = [k for k in meta if k not in ("hardware", "device")]
+    shown = "; ".join(f"{k}={meta[k]}" for k in keep)
+    return f"compiled={result.get('compiled')} correctness={result.get('correctness')}" + (
+        f"; {shown}" if shown else "")
+
+
+def cell(text, width=160):
+    text = " ".join(str(text).split()).replace("|", "\\|")
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def yes_no(value):
+    return {True: "yes", False: "no", None: "-"}[value]
+
+
+def compare(oracle, runs):
+    tolerances = sorted(runs)
+    tasks = sorted(set().union(*(r.keys() for r in runs.values())) | set(oracle))
+    out = []
+    head = ["task", "kbench verdict"]
+    for t in tolerances:
+        head += [f"kbench {t:g}", f"upstream {t:g}"]
+    out += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    agree = {t: Counter() for t in tolerances}
+    classes = Counter()
+    differ = []
+    for task in tasks:
+        ev = next((r[task] for r in runs.values() if task in r), None)
+        verdict = ev["verdict"] if ev else "-"
+        classes[verdict] += 1
+        row = [f"level{task[0]}/{task[1]}", verdict]
+        for t in tolerances:
+            e = runs[t].get(task)
+            up = oracle.get(task, {}).get(t)
+            mine = None if e is None else e.get("kernelbench_correct")
+            row += [yes_no(mine), yes_no(upstream_says(up)) if up is not None else "-"]
+            if e is None or up is None:
+                agree[t]["missing"] += 1
+                continue
+            same = (mine is True) == upstream_says(up)
+            agree[t]["agree" if same else "differ"] += 1
+            if not same:
+                differ.append((task, t, e, up))
+        out.append("| " + " | ".join(row) + " |")
+    out += ["", "| tolerance | rows compared | agree | differ | missing on one side |",
+            "| --- | --- | --- | --- | --- |"]
+    for t in tolerances:
+        c = agree[t]
+        out.append(f"| {t:g} | {c['agree'] + c['differ']} | {c['agree']} | {c['differ']} | {c['missing']} |")
+    out += ["", "| kbench verdict | rows |", "| --- | --- |"]
+    out += [f"| {v} | {n} |" for v, n in sorted(classes.items(), key=lambda kv: (-kv[1], kv[0]))]
+    out += ["", f"Disagreements: {len(differ)}", ""]
+    if differ:
+        out += ["| task | tolerance | kbench verdict | kbench's KernelBench verdict | kbench's reason | upstream |",
+                "| --- | --- | --- | --- | --- | --- |"]
+        for task, t, e, up in differ:
+            out.append(
+                f"| level{task[0]}/{task[1]} | {t:g} | {e['verdict']} | "
+                f"{yes_no(e.get('kernelbench_correct'))} | {cell(e.get('reason', ''))} | "
+                f"{cell(upstream_detail(up))} |"
+            )
+    return "\n".join(out) + "\n", agree
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("oracle")
+    p.add_argument("results", nargs="+")
+    args = p.parse_args(argv)
+    table, _ = compare(oracle_rows(args.oracle), kbench_runs(args.results))
+    sys.stdout.write(table)
+
+
+if __name__ == "__main__":
+    main()
