@@ -5,10 +5,10 @@ A kernel a submission instantiates from a header-only template library (CUTLASS'
 kernels do; what makes it the submission's is that its code is in the submission's shared object.
 The host code nvcc writes registers every kernel of the object with the CUDA runtime under the
 device's mangled name, a string in the object's read-only data: the name the profiler reports.
-(The object's defined symbols are not enough: matched against them, exactly or by the
-template's qualified name, CUDA-L2's CUTLASS kernels still read as library code on an H100 with
-CUDA 13.) Read here as every `_Z` string of the file, demangled with the C++ runtime's
-`__cxa_demangle` as the profiler demangles kernel names.
+(The object's defined symbols are not enough: nvcc 13 gives a template kernel's host stub
+internal linkage, `_ZN7cutlassL13device_kernel...`, not the device's `_ZN7cutlass13device_kernel...`,
+and CUDA-L2's CUTLASS kernels read as library code on an H100.) Read here as every `_Z` string of
+the file, demangled with the C++ runtime's `__cxa_demangle` as the profiler demangles kernel names.
 """
 
 import ctypes
