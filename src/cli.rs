@@ -380,7 +380,7 @@ pub struct EvalArgs {
         value_name = "kbench|kernelbench",
         default_value = "kbench"
     )]
-    pub contract: crate::gate::ContractRule,
+    pub contract: crate::record::ContractRule,
     /// Fail the gate when a correct kernel's speedup is below X
     #[arg(long, value_name = "X")]
     pub min_speedup: Option<f64>,

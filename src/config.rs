@@ -148,7 +148,7 @@ pub struct Config {
     /// `--compat`: known toolchain drift rewritten in the staged submissions.
     pub compat: Option<crate::compat::Compat>,
     /// `--contract`: whether a `contract` verdict fails the gate or warns.
-    pub contract: crate::gate::ContractRule,
+    pub contract: crate::record::ContractRule,
 }
 
 /// `--python`, else $KBENCH_PYTHON, else `.venv/bin/python` in the current folder, else python3.
@@ -605,7 +605,10 @@ mod tests {
     #[test]
     fn the_contract_rule_is_recorded_only_when_kernelbench_s() {
         let kernelbench = resolved(&["--contract", "kernelbench"]).recorded();
-        assert_eq!(kernelbench.contract, crate::gate::ContractRule::Kernelbench);
+        assert_eq!(
+            kernelbench.contract,
+            crate::record::ContractRule::Kernelbench
+        );
         assert_eq!(
             kernelbench.differences(&resolved(&[]).recorded()),
             ["contract \"kernelbench\" against unset"]

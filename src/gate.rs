@@ -1,8 +1,6 @@
 //! The CI gate: which evaluations fail a run. Exit code 1 when any does.
 
-use serde::{Deserialize, Serialize};
-
-use crate::record::RunRecord;
+use crate::record::{ContractRule, RunRecord};
 use crate::verdict::Verdict;
 
 #[derive(Debug, Default)]
@@ -11,24 +9,6 @@ pub struct Gate {
     pub failures: Vec<String>,
     /// One line per `contract` verdict the run's `--contract kernelbench` let through.
     pub warnings: Vec<String>,
-}
-
-/// `--contract`: which module contract the gate holds a submission to (a recorded setting).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-pub enum ContractRule {
-    /// kbench's: a `contract` verdict fails the gate like any other failure.
-    #[default]
-    Kbench,
-    /// KernelBench's, which checks values only: a `contract` verdict is a warning (still
-    /// counted in the summary, and named by the gate).
-    Kernelbench,
-}
-
-impl ContractRule {
-    pub fn is_kbench(&self) -> bool {
-        *self == ContractRule::Kbench
-    }
 }
 
 /// Fail on every failed verdict (a `contract` one only under the run's `--contract kbench`, the

@@ -11,6 +11,24 @@ use crate::verdict::Verdict;
 /// Bumped whenever a field changes meaning or disappears.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// `--contract`: which module contract the gate holds a submission to (a recorded setting).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum ContractRule {
+    /// kbench's: a `contract` verdict fails the gate like any other failure.
+    #[default]
+    Kbench,
+    /// KernelBench's, which checks values only: a `contract` verdict is a warning (still
+    /// counted in the summary, and named by the gate).
+    Kernelbench,
+}
+
+impl ContractRule {
+    pub fn is_kbench(&self) -> bool {
+        *self == ContractRule::Kbench
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunRecord {
     pub schema_version: u32,
@@ -99,8 +117,8 @@ pub struct RecordedConfig {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub compat: bool,
     /// `--contract`: the module contract the gate holds submissions to; unset for kbench's own.
-    #[serde(default, skip_serializing_if = "crate::gate::ContractRule::is_kbench")]
-    pub contract: crate::gate::ContractRule,
+    #[serde(default, skip_serializing_if = "ContractRule::is_kbench")]
+    pub contract: ContractRule,
 }
 
 impl RecordedConfig {
