@@ -3,8 +3,10 @@
     python3 benchmarks/oracle_compare.py ORACLE.jsonl RESULTS.json[.gz]... > table.md
 
 ORACLE is benchmarks/kernelbench_oracle.py's output; each RESULTS is a kbench results.json of the
-same files, judged at its `config.kernelbench_tolerance` (one kbench run per tolerance). Rows are
-matched by task (level, number). A verdict is "correct" only where it is true: kbench's
+same files, judged at its `config.kernelbench_tolerance`. One run serves every tolerance the
+oracle holds: at its own tolerance its `kernelbench_correct` (allclose) is kbench's verdict, at
+another `kernelbench_needed <= tolerance` is (the least tolerance its trials pass; records before
+it need a run per tolerance). Rows are matched by task (level, number). A verdict is "correct" only where it is true: kbench's
 `kernelbench_correct` missing (a compile error, a skip) and an upstream error (a timeout, a
 crash) both count as not correct, as KernelBench counts them. Prints one table with both verdicts
 side by side per tolerance, the agreement per tolerance, the counts per kbench verdict class, and
@@ -49,6 +51,17 @@ def oracle_rows(path):
     return rows
 
 
+def kbench_says(e, run_tol, t):
+    """kbench's KernelBench verdict on evaluation ``e`` of a run at ``run_tol``, at tolerance ``t``
+    (None: the record cannot say)."""
+    if e is None or e.get("kernelbench_correct") is None:
+        return None
+    if run_tol == t:
+        return e["kernelbench_correct"]
+    needed = e.get("kernelbench_needed")
+    return None if needed is None else needed <= t
+
+
 def upstream_says(result):
     return result is not None and result.get("correctness") is True
 
@@ -75,7 +88,7 @@ def yes_no(value):
 
 
 def compare(oracle, runs):
-    tolerances = sorted(runs)
+    tolerances = sorted(set(runs) | {t for r in oracle.values() for t in r})
     tasks = sorted(set().union(*(r.keys() for r in runs.values())) | set(oracle))
     out = []
     head = ["task", "kbench verdict"]
@@ -91,10 +104,14 @@ def compare(oracle, runs):
         classes[verdict] += 1
         row = [f"level{task[0]}/{task[1]}", verdict]
         for t in tolerances:
-            e = runs[t].get(task)
+            run_tol = t if t in runs else next(iter(sorted(runs)))
+            e = runs[run_tol].get(task)
             up = oracle.get(task, {}).get(t)
-            mine = None if e is None else e.get("kernelbench_correct")
+            mine = kbench_says(e, run_tol, t)
             row += [yes_no(mine), yes_no(upstream_says(up)) if up is not None else "-"]
+            if mine is None and e is not None and e.get("kernelbench_correct") is not None:
+                agree[t]["missing"] += 1  # a record without kernelbench_needed, at another tolerance
+                continue
             if e is None or up is None:
                 agree[t]["missing"] += 1
                 continue
@@ -117,7 +134,7 @@ def compare(oracle, runs):
         for task, t, e, up in differ:
             out.append(
                 f"| level{task[0]}/{task[1]} | {t:g} | {e['verdict']} | "
-                f"{yes_no(e.get('kernelbench_correct'))} | {cell(e.get('reason', ''))} | "
+                f"{yes_no(kbench_says(e, t if t in runs else next(iter(sorted(runs))), t))} | {cell(e.get('reason', ''))} | "
                 f"{cell(upstream_detail(up))} |"
             )
     return "\n".join(out) + "\n", agree

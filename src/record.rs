@@ -222,6 +222,10 @@ pub struct Trial {
     /// KernelBench's trials only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernelbench_correct: Option<bool>,
+    /// The least tolerance (atol = rtol) at which KernelBench's rule passes this trial; 1.0
+    /// where none of its versions' tolerances does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernelbench_needed: Option<f64>,
 }
 
 /// How a runtime check ended; ordered from least to most severe.
@@ -546,6 +550,13 @@ pub struct Evaluation {
     /// when the trials were not reached or could not say (a build or load that failed, a skip).
     #[serde(default)]
     pub kernelbench_correct: Option<bool>,
+    /// The least tolerance (atol = rtol) at which KernelBench's rule passes every one of its
+    /// trials: KernelBench's verdict at any tolerance from one run (`kernelbench_correct` at
+    /// `t` is `kernelbench_needed <= t`, up to float32 rounding at the boundary). 1.0 where no
+    /// tolerance of KernelBench's versions passes (a failed call included); None where
+    /// `kernelbench_correct` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernelbench_needed: Option<f64>,
     /// Runtime checks with their evidence, one per check name (the worst outcome seen).
     #[serde(default)]
     pub checks: Vec<Check>,

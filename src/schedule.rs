@@ -272,6 +272,7 @@ mod tests {
                 findings: Vec::new(),
                 trials: Vec::new(),
                 kernelbench_correct: None,
+                kernelbench_needed: None,
                 checks: Vec::new(),
                 task_flags: Vec::new(),
                 timing: None,

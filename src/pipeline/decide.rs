@@ -24,6 +24,7 @@ pub(super) fn early(task: &Task, submission: &Submission) -> Evaluation {
         findings: Vec::new(),
         trials: Vec::new(),
         kernelbench_correct: None,
+        kernelbench_needed: None,
         checks: Vec::new(),
         task_flags: Vec::new(),
         timing: None,

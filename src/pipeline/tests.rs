@@ -69,6 +69,7 @@ mod scripted {
             Request::Check(c) => fake::ok(json!({
                 "correct": true, "reason": "", "max_abs_diff": 0.0, "max_rel_diff": 0.0,
                 "kernelbench_correct": c.kernelbench_tolerance.map(|_| true),
+                "kernelbench_needed": c.kernelbench_tolerance.map(|_| 0.0),
             })),
             Request::Perturb(_) => fake::ok(json!({"shapes": [[8, 8]]})),
             Request::TimeSetup(_) => fake::ok(json!({"median_ms": 2.0})),
@@ -428,6 +429,48 @@ mod scripted {
         let eval = evaluate(reference, raises);
         assert_eq!(eval.verdict, Verdict::RuntimeError);
         assert_eq!(eval.kernelbench_correct, Some(false));
+        assert_eq!(eval.kernelbench_needed, Some(1.0));
+    }
+
+    /// `kernelbench_needed` is the largest over KernelBench's trials, which go on past kbench's
+    /// failure and KernelBench's at the run's tolerance while it passes at 1e-2 (its verdict
+    /// there is then known from the one run); one past 1e-2 stops them.
+    #[test]
+    fn kernelbench_needed_is_known_at_its_loosest_tolerance_from_one_run() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static LOOSE: AtomicUsize = AtomicUsize::new(0);
+        static FAR: AtomicUsize = AtomicUsize::new(0);
+        fn missed(request: &Request, calls: &AtomicUsize, needed: [f64; 2]) -> Answer {
+            match request {
+                Request::Check(c) if c.kernelbench_tolerance.is_some() => {
+                    let n = calls.fetch_add(1, Ordering::SeqCst);
+                    fake::ok(json!({
+                        "correct": false, "kernelbench_correct": false, "reason": "output 0 differs",
+                        "kernelbench_needed": needed[n.min(1)],
+                    }))
+                }
+                other => reference(other),
+            }
+        }
+        fn loose(request: &Request) -> Answer {
+            missed(request, &LOOSE, [1e-3, 3e-3])
+        }
+        fn far(request: &Request) -> Answer {
+            missed(request, &FAR, [0.5, 0.5])
+        }
+        let eval = evaluate(loose, candidate);
+        assert_eq!(
+            (eval.verdict, eval.kernelbench_correct),
+            (Verdict::Incorrect, Some(false))
+        );
+        assert_eq!(eval.kernelbench_needed, Some(3e-3));
+        assert_eq!(LOOSE.load(Ordering::SeqCst), 2);
+
+        let eval = evaluate(far, candidate);
+        assert_eq!(eval.kernelbench_needed, Some(0.5));
+        assert_eq!(FAR.load(Ordering::SeqCst), 1);
+
+        assert_eq!(evaluate(reference, candidate).kernelbench_needed, Some(0.0));
     }
 
     #[test]

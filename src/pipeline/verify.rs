@@ -154,7 +154,8 @@ impl<S: Spawner> Python<'_, S> {
     /// KernelBench's trials: the `--trials` plain trials, each on fresh inputs from its own seed
     /// (as KernelBench's `num_correct_trials`), the first with the deep checks. Each is judged by
     /// kbench and by KernelBench's rule (`Evaluation::kernelbench_correct`); past kbench's first
-    /// failure they go on, for KernelBench's verdict alone, while its rule still passes, and
+    /// failure they go on, for KernelBench's verdict alone, while its rule still passes at its
+    /// loosest tolerance (`KERNELBENCH_LOOSEST`: its verdict at any tolerance comes from one run), and
     /// kbench's failure stands. The first's second calls only where forward is `pure` (the
     /// task's reference is deterministic).
     fn kernelbench_trials(
@@ -166,6 +167,7 @@ impl<S: Spawner> Python<'_, S> {
     ) -> Result<(), Failed> {
         let mut failed = None;
         let mut kernelbench = true;
+        let mut needed: f64 = 0.0;
         for index in 0..self.config.trials {
             hold.step();
             let plan = TrialPlan {
@@ -179,10 +181,12 @@ impl<S: Spawner> Python<'_, S> {
                 Ok(judged) => judged,
                 Err(cause) => {
                     eval.kernelbench_correct = kernelbench_after(&cause);
+                    eval.kernelbench_needed = eval.kernelbench_correct.map(|_| KERNELBENCH_NEVER);
                     return Err(failed.unwrap_or(cause));
                 }
             };
             kernelbench &= trial.kernelbench_correct == Some(true);
+            needed = needed.max(trial.kernelbench_needed.unwrap_or(KERNELBENCH_NEVER));
             // Wrong values in a later trial outrank a breach of the module contract.
             if failed
                 .as_ref()
@@ -199,11 +203,13 @@ impl<S: Spawner> Python<'_, S> {
                     eval.trials.push(trial);
                 }
             }
-            if failed.is_some() && !kernelbench {
+            // On while KernelBench's verdict at its loosest tolerance is still open.
+            if failed.is_some() && !kernelbench && needed > KERNELBENCH_LOOSEST {
                 break;
             }
         }
         eval.kernelbench_correct = Some(kernelbench);
+        eval.kernelbench_needed = Some(needed);
         failed.map_or(Ok(()), Err)
     }
 
@@ -450,6 +456,7 @@ impl<S: Spawner> Python<'_, S> {
             max_abs_diff: checked.max_abs_diff,
             max_rel_diff: checked.max_rel_diff,
             kernelbench_correct: checked.kernelbench_correct,
+            kernelbench_needed: checked.kernelbench_needed,
         };
         Ok((trial, checked.contract.or(ran.contract)))
     }
@@ -468,6 +475,14 @@ fn failure(trial: &Trial, breach: Option<String>, at: &str) -> Option<Cause> {
 /// KernelBench's verdict when one of its trials ended in `cause`: false where the kernel failed
 /// there (it raised, died, hung, handed over what cannot be compared); None where the trial
 /// cannot say (the reference's or kbench's failure, a cheat caught before the comparison).
+/// The loosest tolerance of KernelBench's versions (v0 and v0.1's 1e-2): its trials go on past
+/// kbench's failure until the verdict at this tolerance is known (`Evaluation::kernelbench_needed`).
+const KERNELBENCH_LOOSEST: f64 = 1e-2;
+
+/// `Evaluation::kernelbench_needed` where no tolerance of KernelBench's versions passes (the
+/// worker's `reference.NEVER`).
+const KERNELBENCH_NEVER: f64 = 1.0;
+
 fn kernelbench_after(cause: &Cause) -> Option<bool> {
     match cause.decide().0 {
         Verdict::Skipped | Verdict::Cheat => None,

@@ -54,10 +54,12 @@ struct Row<'a> {
     /// KernelBench's own verdict, and the tolerance it was judged at (empty where not reached).
     kernelbench_correct: Option<bool>,
     kernelbench_tolerance: Option<f64>,
+    /// The least tolerance at which KernelBench's rule passes (`Evaluation::kernelbench_needed`).
+    kernelbench_needed: Option<f64>,
 }
 
 /// `Row`'s fields in order: the header of a run with no rows (serde writes it with a first row).
-const COLUMNS: [&str; 41] = [
+const COLUMNS: [&str; 42] = [
     "level",
     "problem_id",
     "task",
@@ -99,6 +101,7 @@ const COLUMNS: [&str; 41] = [
     "cuda",
     "kernelbench_correct",
     "kernelbench_tolerance",
+    "kernelbench_needed",
 ];
 
 pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
@@ -159,6 +162,7 @@ pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
             cuda: env.torch_cuda.as_deref().unwrap_or_default(),
             kernelbench_correct: e.kernelbench_correct,
             kernelbench_tolerance: record.config.kernelbench_tolerance,
+            kernelbench_needed: e.kernelbench_needed,
         })
         .map_err(fail)?;
     }

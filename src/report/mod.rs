@@ -101,6 +101,7 @@ pub(crate) mod tests {
                 max_abs_diff: Some(0.0),
                 max_rel_diff: Some(0.0),
                 kernelbench_correct: None,
+                kernelbench_needed: None,
             }],
             // The incorrect row is one KernelBench's rule passes: kbench is the stricter.
             kernelbench_correct: match verdict {
@@ -108,6 +109,7 @@ pub(crate) mod tests {
                 Verdict::Timeout => Some(false),
                 _ => Some(true),
             },
+            kernelbench_needed: None,
             checks: vec![],
             task_flags: vec![],
             timing: timed.map(|(r, c)| {

@@ -61,6 +61,9 @@ pub struct Checked {
     pub checks: Vec<Check>,
     /// KernelBench's verdict on the trial, when asked (`CheckOutputs::kernelbench_tolerance`).
     pub kernelbench_correct: Option<bool>,
+    /// The least tolerance at which KernelBench's rule passes the trial (1.0: none of its
+    /// versions' tolerances does), asked with `kernelbench_correct`.
+    pub kernelbench_needed: Option<f64>,
     /// Right outputs from a call that broke the module contract (`inputs.integrity`: it wrote
     /// into its inputs), naming the check.
     pub contract: Option<String>,

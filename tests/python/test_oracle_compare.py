@@ -87,3 +87,24 @@ def test_a_record_without_the_tolerance_is_refused(tmp_path):
     path.write_text(json.dumps({"config": {}, "evaluations": []}))
     with pytest.raises(SystemExit, match="kernelbench_tolerance"):
         compare.kbench_runs([str(path)])
+
+
+def test_one_run_serves_every_tolerance_through_kernelbench_needed(tmp_path):
+    """At its own tolerance a run's `kernelbench_correct` decides; at another, its trials'
+    `kernelbench_needed`; a record without it says nothing there."""
+    evals = [dict(e) for e in STRICT]
+    evals[0]["kernelbench_needed"] = 0.0
+    evals[1]["kernelbench_needed"] = 2e-4
+    runs = compare.kbench_runs([record(tmp_path, "strict", 1e-4, evals, False)])
+    table, agree = compare.compare(compare.oracle_rows(oracle(tmp_path, ORACLE)), runs)
+    assert dict(agree[1e-4]) == {"agree": 2, "differ": 1}
+    assert dict(agree[1e-2]) == {"agree": 3}
+    assert "| level1/2 | incorrect | yes | no | yes | yes |" in table
+    evals[1]["kernelbench_needed"] = 0.5
+    runs = compare.kbench_runs([record(tmp_path, "strict", 1e-4, evals, False)])
+    _, agree = compare.compare(compare.oracle_rows(oracle(tmp_path, ORACLE)), runs)
+    assert dict(agree[1e-2]) == {"agree": 2, "differ": 1}
+    del evals[1]["kernelbench_needed"]
+    runs = compare.kbench_runs([record(tmp_path, "strict", 1e-4, evals, False)])
+    _, agree = compare.compare(compare.oracle_rows(oracle(tmp_path, ORACLE)), runs)
+    assert dict(agree[1e-2]) == {"agree": 2, "missing": 1}

@@ -21,7 +21,7 @@ from kbench_worker import checks, harness, outputs, precision, profile, referenc
 from kbench_worker.candidate import Candidate
 from kbench_worker.harness import ContractError, OutputCheckError, OutputTypeError, TamperError
 from kbench_worker.messages import CheckOutputs, Load, Perturb, State, Time, TimeSetup, Trial
-from kbench_worker.reference import Reference, compare, kernelbench_correct
+from kbench_worker.reference import NEVER, Reference, compare, kernelbench_correct, kernelbench_needed
 
 ROOT = Path(__file__).resolve().parents[2]
 RELU = ROOT / "level1" / "19_ReLU.py"
@@ -173,6 +173,35 @@ def test_kernelbench_verdict_is_allclose_at_its_tolerance_and_the_shapes():
     # The softmax kbench fails with its scaled tolerance passes KernelBench's rule.
     tiny = torch.softmax(torch.rand(2, 100_000), dim=1)
     assert kernelbench_correct(tiny, torch.zeros_like(tiny), 1e-4)
+
+
+@pytest.mark.parametrize(
+    "cand, tolerances",
+    [
+        (lambda r: r + 1e-3, (1e-2, 1e-4)),
+        (lambda r: r * (1 + 3e-5), (1e-4, 1e-5)),
+        (lambda r: r.clone(), (0.0, None)),
+        (lambda r: torch.where(r > 1, torch.full_like(r, float("inf")), r), (None, 1e-2)),
+        (lambda r: torch.where(r > 1, torch.full_like(r, float("nan")), r), (None, 1e-2)),
+        (lambda r: r.reshape(32, 128), (None, 1e-2)),
+        (lambda r: (r,), (None, 1e-2)),
+    ],
+    ids=["offset", "relative", "exact", "inf", "nan", "shape", "structure"],
+)
+def test_kernelbench_needed_gives_the_verdict_at_any_tolerance(cand, tolerances):
+    """The least tolerance `kernelbench_needed` reports agrees with allclose at the tolerances
+    around it: KernelBench's verdict at 1e-4 and at 1e-2 from one run."""
+    torch.manual_seed(0)
+    ref = torch.randn(64, 64)
+    out = cand(ref)
+    needed = kernelbench_needed(ref, out)
+    passes, fails = tolerances
+    if passes is None:
+        assert needed == NEVER
+    else:
+        assert needed <= passes and kernelbench_correct(ref, out, passes)
+    if fails is not None:
+        assert needed > fails and not kernelbench_correct(ref, out, fails)
 
 
 # -- precision.fp64_error_ratio ----------------------------------------------------------------

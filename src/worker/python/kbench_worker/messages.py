@@ -365,6 +365,7 @@ class Checked(TypedDict, total=False):
     contract: Optional[str]
     correct: bool
     kernelbench_correct: Optional[bool]
+    kernelbench_needed: Optional[float]
     max_abs_diff: Optional[float]
     max_rel_diff: Optional[float]
     reason: Optional[str]
