@@ -3,10 +3,12 @@ and every kernel's launches, which kbench compares with the reference's (`profil
 
 A submission that computes with the reference's own aten/cuBLAS ops and launches a decorative
 kernel passes every output check. Profiling one call and attributing each kernel's device time
-to the submission (a `__global__` function or `@triton.jit` function it defines) or to a library
-(everything else: cuBLAS, cutlass, nvjet, cuDNN, at::native, kernels torch.compile generated)
-measures that; kbench applies the run's policy. Misreading a custom kernel as library only
-hurts the submission, so library markers win over a matching name.
+to the submission (a `__global__` function or `@triton.jit` function it defines, or a kernel
+whose full name the extension it built registers: a CUTLASS template it instantiated) or to a
+library (everything else: cuBLAS, cutlass, nvjet, cuDNN, at::native, kernels torch.compile
+generated) measures that; kbench applies the run's policy. Misreading a custom kernel as library
+only hurts the submission, so library markers win over a matching short name; ATen's namespaces
+win over everything.
 """
 
 import ast
@@ -21,6 +23,8 @@ _LIBRARY_PATTERN = re.compile(r"^(nvjet|sm\d+_xmma|cutlass|cudnn|cublas|cutensor
 
 # Words after `__global__` that are not the function's name.
 _NOT_NAMES = {"__launch_bounds__", "__attribute__", "__maxnreg__", "alignas", "__cluster_dims__"}
+_CALLED = re.compile(r"([A-Za-z_]\w*)\s*\(")
+
 
 def defined_kernels(source):
     """Names of the kernels a submission defines in its source: `__global__` functions (in
@@ -44,10 +48,10 @@ def _first_call_name(text):
     """The first name followed by `(` in ``text`` that is not a qualifier, a qualifier's
     parenthesised arguments skipped (`__launch_bounds__(decltype(size(mma))::value)`)."""
     at = 0
-    while (word := re.compile(r"([A-Za-z_]\w*)\s*\(").search(text, at)) is not None:
+    while (word := _CALLED.search(text, at)) is not None:
         if word.group(1) not in _NOT_NAMES:
             return word.group(1)
-        depth, at = 0, word.end() - 1
+        depth = 0
         for at in range(word.end() - 1, len(text)):
             depth += {"(": 1, ")": -1}.get(text[at], 0)
             if depth == 0:
