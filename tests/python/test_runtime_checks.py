@@ -370,6 +370,58 @@ def test_an_ill_conditioned_reference_leaves_the_tolerance_verdict(tmp_path):
     assert "float64 cannot decide" in checked["reason"]
 
 
+CANCELLING_MEAN_TASK = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.group_norm(x, 1).mean(dim=(1, 2))  # 0 in exact arithmetic
+
+def get_inputs():
+    return [torch.randn(8, 4, 256)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize(
+    "body, correct",
+    [
+        (
+            """
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            mean = x.mean(dim=(1, 2), keepdim=True)
+            var = x.var(dim=(1, 2), unbiased=False, keepdim=True)
+            return ((x - mean) / torch.sqrt(var + 1e-5)).mean(dim=(1, 2))
+    """,
+            True,
+        ),
+        (
+            """
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            return torch.full((x.shape[0],), 1e-3)
+    """,
+            False,
+        ),
+    ],
+    ids=["reordered", "off_by_1e-3"],
+)
+def test_an_ill_conditioned_miss_within_the_unscaled_tolerance_is_inconclusive_not_failed(tmp_path, body, correct):
+    """CUDA-L1's level2/23: a mean of group-normalised values, 0 in exact arithmetic and fp32 noise
+    of ~1e-8 in PyTorch: another summation order misses the tolerance scaled to that noise, and
+    float64 cannot decide; within the unscaled tolerance the trial is not failed."""
+    task = write(tmp_path, "cancel_mean.py", CANCELLING_MEAN_TASK)
+    _, checked = _check(tmp_path, task, body, deep=False, atol=1e-4, rtol=1e-4)
+    judged = {e["name"]: e for e in checked["checks"]}["precision.fp64_judged"]
+    assert judged["outcome"] == "skip" and "float64 cannot decide" in judged["evidence"]
+    assert checked["correct"] is correct, checked["reason"]
+    assert ("inconclusive, not failed" in judged["evidence"]) is correct
+
+
 def test_signed_inputs_are_judged_against_float64_like_the_mean_shift(tmp_path):
     task = write(tmp_path, "mm.py", MATMUL_TASK)
     _, checked = _check(tmp_path, task, BLOCKWISE, deep=False, atol=1e-7, rtol=1e-7, variant={"kind": "signed"})

@@ -82,14 +82,27 @@ def judge(refs32, refs64, cands):
     return ("fail" if ratio > LIMIT else "pass"), text
 
 
+def _conditioning(r32, r64):
+    """(the float64 output's RMS, PyTorch fp32's RMS error against it); the RMS is NaN where
+    there is no float64 comparison."""
+    scale = rms_diff(r64) if r64.dtype == torch.float64 else math.nan
+    return scale, (rms_diff(r32, r64) if math.isfinite(scale) and scale != 0.0 else math.nan)
+
+
+def ill_conditioned(r32, r64):
+    """Whether PyTorch fp32's own RMS error against float64 exceeds `ILL_CONDITIONED` of the
+    output's RMS: float64 cannot tell a reordering from a wrong result there."""
+    scale, err_ref = _conditioning(r32, r64)
+    return err_ref > ILL_CONDITIONED * scale
+
+
 def judge_miss(r32, r64, cand):
     """`precision.fp64_judged`: (outcome, evidence) for an output that missed the tolerance,
     against float64 beside PyTorch fp32's own errors: 'pass' (reordered sums), 'fail' (a wrong
-    result) or 'skip' (float64 cannot decide: the tolerance verdict stands)."""
-    scale = rms_diff(r64) if r64.dtype == torch.float64 else math.nan
+    result) or 'skip' (float64 cannot decide: no float64 comparison, or `ill_conditioned`)."""
+    scale, err_ref = _conditioning(r32, r64)
     if not math.isfinite(scale) or scale == 0.0:
         return "skip", "no float64 comparison (the float64 reference is zero, not finite or not float64)"
-    err_ref = rms_diff(r32, r64)
     if err_ref > ILL_CONDITIONED * scale:
         return "skip", (
             f"float64 cannot decide: PyTorch fp32's own RMS error against float64 is {err_ref / scale:.3g} of the output's RMS"
