@@ -131,26 +131,35 @@ class ModelNew(nn.Module):
 """
 
 
-@pytest.mark.parametrize(
-    "body, declared, correct",
-    [(HONEST, True, True), (HALF_ACCUMULATOR, True, False), (HONEST, False, True)],
-    ids=["honest", "fp16_accumulator", "undeclared"],
-)
-def test_a_declaring_task_judges_every_trial_against_fp32_accumulation(tmp_path, body, declared, correct):
+def checked(tmp_path, task_text, body, kernelbench_tolerance=None):
+    """One trial of ``body`` on the task ``task_text`` (fp16 on the CPU), as the reference
+    worker checks it."""
     task = tmp_path / "gemm.py"
-    task.write_text(GEMM_TASK if declared else GEMM_TASK.replace('KBENCH_JUDGE = "fp32_accumulation"', ""))
+    task.write_text(task_text)
     sub = tmp_path / "sub.py"
     sub.write_text(textwrap.dedent(body))
     load = dict(device="cpu", precision="fp16", atol=1e-2, rtol=1e-2, task=str(task), set={})
     cand = Candidate(Load(**load, submission=str(sub)))
     req = Trial(seed=7, forward_seed=11, out=str(tmp_path / "out.pt"), transport="file", deep=False, variant=None)
     cand.trial(req)
-    checked = Reference(Load(**load)).check(CheckOutputs(seed=7, forward_seed=11, variant=None, deep=False, candidate_out=req.out))
-    assert checked["correct"] is correct, checked["reason"]
-    outcomes = {e["name"]: e["outcome"] for e in checked["checks"]}
+    return Reference(Load(**load)).check(
+        CheckOutputs(seed=7, forward_seed=11, variant=None, deep=False, candidate_out=req.out, kernelbench_tolerance=kernelbench_tolerance)
+    )
+
+
+@pytest.mark.parametrize(
+    "body, declared, correct",
+    [(HONEST, True, True), (HALF_ACCUMULATOR, True, False), (HONEST, False, True)],
+    ids=["honest", "fp16_accumulator", "undeclared"],
+)
+def test_a_declaring_task_judges_every_trial_against_fp32_accumulation(tmp_path, body, declared, correct):
+    task = GEMM_TASK if declared else GEMM_TASK.replace('KBENCH_JUDGE = "fp32_accumulation"', "")
+    result = checked(tmp_path, task, body)
+    assert result["correct"] is correct, result["reason"]
+    outcomes = {e["name"]: e["outcome"] for e in result["checks"]}
     assert outcomes.get("precision.fp32_accumulation") == (("pass" if correct else "fail") if declared else None)
     if not correct:
-        assert "precision.fp32_accumulation: against the float64 product" in checked["reason"]
+        assert "precision.fp32_accumulation: against the float64 product" in result["reason"]
 
 
 def test_a_miss_of_the_tolerance_that_float64_puts_on_the_reference_is_correct(tmp_path):
@@ -161,18 +170,8 @@ def test_a_miss_of_the_tolerance_that_float64_puts_on_the_reference_is_correct(t
         "return torch.matmul(A, B_t.t())",
         "return sum(A[:, k:k + 512] @ B_t[:, k:k + 512].t() for k in range(0, K, 512))",
     )
-    task = tmp_path / "gemm.py"
-    task.write_text(rounded_partials)
-    sub = tmp_path / "sub.py"
-    sub.write_text(textwrap.dedent(HONEST))
-    load = dict(device="cpu", precision="fp16", atol=1e-2, rtol=1e-2, task=str(task), set={})
-    cand = Candidate(Load(**load, submission=str(sub)))
-    req = Trial(seed=7, forward_seed=11, out=str(tmp_path / "out.pt"), transport="file", deep=False, variant=None)
-    cand.trial(req)
-    checked = Reference(Load(**load)).check(
-        CheckOutputs(seed=7, forward_seed=11, variant=None, deep=False, candidate_out=req.out, kernelbench_tolerance=1e-2)
-    )
-    outcomes = {e["name"]: e["outcome"] for e in checked["checks"]}
+    result = checked(tmp_path, rounded_partials, HONEST, kernelbench_tolerance=1e-2)
+    outcomes = {e["name"]: e["outcome"] for e in result["checks"]}
     assert outcomes["precision.fp32_accumulation"] == "pass"
-    assert checked["kernelbench_correct"] is False
-    assert checked["correct"] is True, checked["reason"]
+    assert result["kernelbench_correct"] is False
+    assert result["correct"] is True, result["reason"]

@@ -65,47 +65,42 @@ static TILE: LazyLock<Regex> =
 const HALF: &str = r"(?:cutlass::half_t|half_t|__half|half)\b";
 const FLOAT: &str = r"float\b";
 
-/// Declarations of an accumulator type: `{T}` is the type's pattern.
-fn declarations(ty: &str) -> Vec<Regex> {
+/// The ways a source declares an accumulator of type `ty` (its pattern): declarations
+/// (`using ElementAccumulator = T;`, `typedef T AccT;`, a wmma accumulator fragment of T), and
+/// `atoms`, the CuTe MMA atoms and PTX instructions that accumulate in it.
+fn accumulator(ty: &str, atoms: [&str; 3]) -> Vec<Regex> {
     [
-        // using ElementAccumulator = T; using ElemAcc = T; typedef T AccT;
         format!(r"\busing\s+\w*Acc\w*\s*=\s*{ty}"),
         format!(r"\btypedef\s+{ty}\s+\w*Acc\w*\s*;"),
-        // wmma::fragment<wmma::accumulator, 16, 16, 16, T>
         format!(r"fragment\s*<\s*(?:\w+::)*accumulator\s*,\s*\w+\s*,\s*\w+\s*,\s*\w+\s*,\s*{ty}"),
     ]
-    .iter()
-    .map(|p| Regex::new(p).expect("regex"))
+    .into_iter()
+    .chain(atoms.map(String::from))
+    .map(|p| Regex::new(&p).expect("regex"))
     .collect()
 }
 
 static FP16_ACC: LazyLock<Vec<Regex>> = LazyLock::new(|| {
-    let mut all = declarations(HALF);
-    all.extend(
+    accumulator(
+        HALF,
         [
             // CuTe atoms: D, A, B, C types (SM80_16x8x16_F16F16F16F16_TN, SM90_64x64x16_F16F16F16_SS)
             r"\bSM\d+_\w*?_F16F16F16(?:F16)?_\w+",
             // PTX: mma.sync....f16.f16.f16.f16, wgmma....f16.f16.f16
             r"\bmma\.sync\.aligned\.\w+\.row\.col\.f16\.f16\.f16\.f16",
             r"\bwgmma\.mma_async\.sync\.aligned\.\w+\.f16\.f16\.f16",
-        ]
-        .iter()
-        .map(|p| Regex::new(p).expect("regex")),
-    );
-    all
+        ],
+    )
 });
 static FP32_ACC: LazyLock<Vec<Regex>> = LazyLock::new(|| {
-    let mut all = declarations(FLOAT);
-    all.extend(
+    accumulator(
+        FLOAT,
         [
             r"\bSM\d+_\w*?_F32F16F16(?:F32)?_\w+",
             r"\bmma\.sync\.aligned\.\w+\.row\.col\.f32\.f16\.f16\.f32",
             r"\bwgmma\.mma_async\.sync\.aligned\.\w+\.f32\.f16\.f16",
-        ]
-        .iter()
-        .map(|p| Regex::new(p).expect("regex")),
-    );
-    all
+        ],
+    )
 });
 /// Checks of an operand's dtype, shape or device (`CHECK_TORCH_TENSOR_DTYPE(b, ...)`,
 /// `TORCH_CHECK(b.is_cuda())`): not reads of its data.
