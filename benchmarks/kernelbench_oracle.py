@@ -16,7 +16,9 @@ from there, in each row's own process; nothing of it is copied here). Each row r
 process group with a hard timeout: upstream's `build_compile_cache` builds the extension into the
 row's own build dir on the CPU (up to --jobs rows at once), then, holding one of --gpu-jobs GPU
 slots, `eval_kernel_against_ref` runs once per tolerance (5 correctness trials, seed 42, no
-performance measurement; later tolerances reuse the build). Upstream's eval takes no tolerance:
+performance measurement), each tolerance in a fresh process (later ones reuse the build): a
+kernel that changes global state on import or construction (TF32 switches, cuDNN benchmark mode,
+TorchScript caches) would otherwise carry it into the next tolerance's evaluation. Upstream's eval takes no tolerance:
 its `run_and_check_correctness` reads `get_tolerance_for_precision(precision)` from its module,
 so this script replaces that module attribute in the row's process before each call (atol = rtol
 = the tolerance, as upstream uses it); upstream's files are not modified. Upstream's package
@@ -102,7 +104,7 @@ def parse_args(argv):
     p.add_argument("--tolerances", default="1e-4,1e-2", type=lambda s: [float(t) for t in s.split(",")])
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="rows at once")
     p.add_argument("--gpu-jobs", type=int, default=4, help="rows on the GPU at once")
-    p.add_argument("--row-timeout", type=float, default=300.0, help="seconds a row may take")
+    p.add_argument("--row-timeout", type=float, default=300.0, help="seconds a row may take at each tolerance")
     p.add_argument("--limit-s", type=float, default=0.0, help="stop after this many seconds (0: none)")
     p.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "kb-oracle"),
                    help="build dirs, GPU slot locks, each row's log")
@@ -211,46 +213,56 @@ def run_all(args, rows):
     counts = {"written": 0, "left": 0}
     os.makedirs(args.work, exist_ok=True)
 
+    def remaining():
+        return args.row_timeout if deadline is None else min(args.row_timeout, deadline - time.monotonic())
+
     def one(row):
         key, level, number, ref, custom = row
-        left = args.row_timeout if deadline is None else min(args.row_timeout, deadline - time.monotonic())
+        left = remaining()
         if stopped.is_set() or left <= 0:
             with lock:
                 counts["left"] += 1
             return
         name = key.replace("/", "_")
-        spec = {
-            "upstream": os.path.abspath(args.upstream), "ref": ref, "custom": custom,
-            "tolerances": args.tolerances, "build_dir": os.path.join(args.work, "build", name),
-            "slots": os.path.join(args.work, "slots"), "gpu_jobs": args.gpu_jobs,
-            "result": os.path.join(args.work, f"{name}.result.json"),
-        }
-        if os.path.exists(spec["result"]):
-            os.remove(spec["result"])
-        spec_path = os.path.join(args.work, f"{name}.spec.json")
-        with open(spec_path, "w", encoding="utf-8") as f:
-            json.dump(spec, f)
         start = time.monotonic()
-        with open(os.path.join(args.work, f"{name}.log"), "w") as log:
-            child = subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), args.corpus, "--row", spec_path],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            )
-            try:
-                rc = child.wait(timeout=left)
-            except subprocess.TimeoutExpired:
-                os.killpg(child.pid, signal.SIGKILL)
-                child.wait()
+        results, rc = {}, 0
+        for tol in args.tolerances:  # each tolerance in a fresh process: nothing carries over
+            left = remaining()
+            if left <= 0:
                 rc = None
+                break
+            spec = {
+                "upstream": os.path.abspath(args.upstream), "ref": ref, "custom": custom,
+                "tolerances": [tol], "build_dir": os.path.join(args.work, "build", name),
+                "slots": os.path.join(args.work, "slots"), "gpu_jobs": args.gpu_jobs,
+                "result": os.path.join(args.work, f"{name}.{tol!r}.result.json"),
+            }
+            if os.path.exists(spec["result"]):
+                os.remove(spec["result"])
+            spec_path = os.path.join(args.work, f"{name}.{tol!r}.spec.json")
+            with open(spec_path, "w", encoding="utf-8") as f:
+                json.dump(spec, f)
+            with open(os.path.join(args.work, f"{name}.{tol!r}.log"), "w") as log:
+                child = subprocess.Popen(
+                    [sys.executable, os.path.abspath(__file__), args.corpus, "--row", spec_path],
+                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                )
+                try:
+                    rc = child.wait(timeout=left)
+                except subprocess.TimeoutExpired:
+                    os.killpg(child.pid, signal.SIGKILL)
+                    child.wait()
+                    rc = None
+            if os.path.exists(spec["result"]):
+                with open(spec["result"], encoding="utf-8") as f:
+                    results.update(json.load(f))
+            if rc is None:
+                break
         if rc is None and left < args.row_timeout:
             stopped.set()  # the run's limit, not the row's: left for --resume
             with lock:
                 counts["left"] += 1
             return
-        results = {}
-        if os.path.exists(spec["result"]):
-            with open(spec["result"], encoding="utf-8") as f:
-                results = json.load(f)
         why = f"timed out after {args.row_timeout:g} s" if rc is None else f"row process exit code {rc}"
         record = {"key": key, "level": level, "number": number,
                   "seconds": round(time.monotonic() - start, 1),

@@ -430,6 +430,21 @@ mod scripted {
         assert_eq!(eval.verdict, Verdict::RuntimeError);
         assert_eq!(eval.kernelbench_correct, Some(false));
         assert_eq!(eval.kernelbench_needed, Some(1.0));
+
+        // A second call that fails ends the trial before its first outputs are compared:
+        // KernelBench, which makes no second call, has no verdict there.
+        fn rerun_differs(request: &Request) -> Answer {
+            match request {
+                Request::Trial(t) if t.deep => fake::err(error(
+                    ErrorKind::Output,
+                    "determinism.rerun: output 0 differs between two calls on the same inputs",
+                )),
+                other => candidate(other),
+            }
+        }
+        let eval = evaluate(reference, rerun_differs);
+        assert_eq!(eval.verdict, Verdict::Incorrect);
+        assert_eq!((eval.kernelbench_correct, eval.kernelbench_needed), (None, None));
     }
 
     /// `kernelbench_needed` is the largest over KernelBench's trials, which go on past kbench's

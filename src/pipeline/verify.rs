@@ -88,7 +88,7 @@ impl<S: Spawner> Python<'_, S> {
             other => other.map(|()| None)?,
         };
         if !pure {
-            for name in ["outputs.independence", "determinism.rerun"] {
+            for name in SECOND_CALL_CHECKS {
                 merge_check(
                     &mut eval.checks,
                     Check {
@@ -472,9 +472,10 @@ fn failure(trial: &Trial, breach: Option<String>, at: &str) -> Option<Cause> {
     breach.map(|b| Cause::Contract(format!("{at}: {b}")))
 }
 
-/// KernelBench's verdict when one of its trials ended in `cause`: false where the kernel failed
-/// there (it raised, died, hung, handed over what cannot be compared); None where the trial
-/// cannot say (the reference's or kbench's failure, a cheat caught before the comparison).
+/// The first trial's checks that call forward again (`TrialPlan::second_calls`); KernelBench
+/// makes no second call.
+const SECOND_CALL_CHECKS: [&str; 2] = ["outputs.independence", "determinism.rerun"];
+
 /// The loosest tolerance of KernelBench's versions (v0 and v0.1's 1e-2): its trials go on past
 /// kbench's failure until the verdict at this tolerance is known (`Evaluation::kernelbench_needed`).
 const KERNELBENCH_LOOSEST: f64 = 1e-2;
@@ -483,9 +484,15 @@ const KERNELBENCH_LOOSEST: f64 = 1e-2;
 /// worker's `reference.NEVER`).
 const KERNELBENCH_NEVER: f64 = 1.0;
 
+/// KernelBench's verdict when one of its trials ended in `cause`: false where the kernel failed
+/// there (it raised, died, hung, handed over what cannot be compared); None where the trial
+/// cannot say (the reference's or kbench's failure, a cheat caught before the comparison, a
+/// breach of the module contract or a failed second call: checks KernelBench does not make,
+/// which end the trial before its first call's outputs are compared).
 fn kernelbench_after(cause: &Cause) -> Option<bool> {
-    match cause.decide().0 {
-        Verdict::Skipped | Verdict::Cheat => None,
+    match cause.decide() {
+        (Verdict::Skipped | Verdict::Cheat | Verdict::Contract, _) => None,
+        (_, reason) if SECOND_CALL_CHECKS.iter().any(|c| reason.starts_with(c)) => None,
         _ => Some(false),
     }
 }

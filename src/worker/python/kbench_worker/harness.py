@@ -66,14 +66,19 @@ def _transform(x, variant):
     """`inputs.distribution_perturbation` on one floating input: signed inputs make in-place
     fixes and identity shortcuts (ReLU on [0, 1)) visible; scaled inputs move outputs to O(1).
     `inputs.mean_shift`: the input offset by ``spreads`` times its standard deviation, so a
-    variance taken as E[x^2] - E[x]^2 in fp32 cancels catastrophically (zero-mean inputs hide it)."""
+    variance taken as E[x^2] - E[x]^2 in fp32 cancels catastrophically (zero-mean inputs hide it).
+    Exact zeros stay zero: they are the input's structure (a triangular matrix), which a kernel may
+    rely on as the task defines it; random values are never exactly zero."""
     if variant["kind"] == "signed":
-        return x * 2 - 1 if x.numel() and x.min() >= 0 else x
-    if variant["kind"] == "scaled":
-        return x * variant["factor"]
-    if variant["kind"] == "shifted":
-        return x + variant["spreads"] * x.std() if x.numel() > 1 else x
-    raise ValueError(f"unknown input variant {variant['kind']!r}")
+        y = x * 2 - 1 if x.numel() and x.min() >= 0 else x
+    elif variant["kind"] == "scaled":
+        y = x * variant["factor"]
+    elif variant["kind"] == "shifted":
+        y = x + variant["spreads"] * x.std() if x.numel() > 1 else x
+    else:
+        raise ValueError(f"unknown input variant {variant['kind']!r}")
+    zeros = x == 0
+    return y.masked_fill_(zeros, 0) if y is not x and zeros.any() else y
 
 
 def make_inputs(task, seed, device, precision, variant=None):
