@@ -38,6 +38,7 @@ pub mod reference_ops;
 pub mod report;
 pub mod sandbox;
 pub mod schedule;
+pub mod serve;
 pub mod shard;
 pub mod sol;
 pub mod stats;
@@ -65,6 +66,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Compare(args) => cmd::compare::run(&args),
         Command::Leaderboard(args) => cmd::leaderboard::run(&args),
         Command::Merge(args) => cmd::merge::run(&args),
+        Command::Serve(args) => cmd::serve::run(&args),
     }?;
     Ok(exit.into())
 }

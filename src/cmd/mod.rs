@@ -10,4 +10,6 @@ pub mod leaderboard;
 pub mod list;
 pub mod merge;
 pub mod report;
+pub mod serve;
+pub mod setup;
 pub mod tasks;
