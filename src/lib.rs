@@ -39,6 +39,7 @@ pub mod report;
 pub mod sandbox;
 pub mod schedule;
 pub mod serve;
+pub mod setup;
 pub mod shard;
 pub mod sol;
 pub mod stats;

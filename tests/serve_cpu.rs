@@ -62,7 +62,14 @@ fn the_client_gets_each_submission_its_verdict_and_the_record_keeps_them() {
     let mut service = Command::new(env!("CARGO_BIN_EXE_kbench"))
         .args(["serve", "--listen", "127.0.0.1:0", "--token", "t0ken"])
         .args(["--device", "cpu", "--scale", "small", "--trials", "2"])
-        .args(["--max-samples", "8", "--timeout-call", "10", "--only", "1/19"])
+        .args([
+            "--max-samples",
+            "8",
+            "--timeout-call",
+            "10",
+            "--only",
+            "1/19",
+        ])
         .arg("--python")
         .arg(python())
         .arg("--out")
@@ -77,7 +84,10 @@ fn the_client_gets_each_submission_its_verdict_and_the_record_keeps_them() {
         .read_line(&mut first)
         .unwrap();
     let url = first.trim();
-    assert!(url.starts_with("http://127.0.0.1:"), "first line: {first:?}");
+    assert!(
+        url.starts_with("http://127.0.0.1:"),
+        "first line: {first:?}"
+    );
 
     // (fixture, verdict, class)
     let expected = [
@@ -108,7 +118,11 @@ fn the_client_gets_each_submission_its_verdict_and_the_record_keeps_them() {
         assert_eq!(r["verdict"], verdict, "{name}: {r}");
         assert_eq!(r["class"], class, "{name}: {r}");
         assert_eq!(r["record"], results.display().to_string(), "{name}");
-        assert_eq!(r["speedup"].is_number(), verdict == "no_kernel", "{name}: {r}");
+        assert_eq!(
+            r["speedup"].is_number(),
+            verdict == "no_kernel",
+            "{name}: {r}"
+        );
     }
     assert_eq!(got["awaited"]["verdict"], "runtime_error");
     // Its own settings (one trial) make a run of their own, with its own record.
@@ -132,7 +146,11 @@ fn the_client_gets_each_submission_its_verdict_and_the_record_keeps_them() {
     let verdicts = record_verdicts(&results);
     for (name, verdict, _) in expected {
         let file = got["results"][name]["file"].as_str().unwrap();
-        assert_eq!(verdicts.get(file).map(String::as_str), Some(verdict), "{file}");
+        assert_eq!(
+            verdicts.get(file).map(String::as_str),
+            Some(verdict),
+            "{file}"
+        );
         let copy = out.path().join("submissions").join(file);
         assert_eq!(
             std::fs::read_to_string(copy).unwrap(),

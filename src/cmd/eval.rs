@@ -26,8 +26,8 @@ use crate::submission;
 use crate::task::Task;
 use crate::worker;
 
-use super::setup::{self, Facts, Findings};
 use super::tasks;
+use crate::setup::{self, Facts, Findings};
 
 pub fn run(args: &EvalArgs) -> Result<Exit> {
     // Seeds, nonces and pipes in this process's memory stay out of reach of /proc.

@@ -11,5 +11,4 @@ pub mod list;
 pub mod merge;
 pub mod report;
 pub mod serve;
-pub mod setup;
 pub mod tasks;

@@ -18,8 +18,8 @@ use crate::sandbox;
 use crate::serve::{self, Service};
 use crate::worker;
 
-use super::setup;
 use super::tasks;
+use crate::setup;
 
 pub fn run(args: &ServeArgs) -> Result<Exit> {
     sandbox::protect_self();

@@ -21,7 +21,6 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::cli::EvalArgs;
-use crate::cmd::setup::{self, Facts};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::pipeline;
@@ -29,6 +28,7 @@ use crate::probe::Probe;
 use crate::record::{Ceilings, Evaluation, RunRecord};
 use crate::report;
 use crate::sandbox::Confinement;
+use crate::setup::{self, Facts};
 use crate::submission::Submission;
 use crate::task::Task;
 
