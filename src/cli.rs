@@ -47,6 +47,10 @@ pub enum Command {
     /// results.json, results.csv, junit.xml and summary.json
     #[command(after_help = EXIT_CODES)]
     Merge(MergeArgs),
+    /// A warm evaluation service: POST /v1/evaluate takes a task and a submission's source
+    /// (JSON) and answers its evaluation, judged as `eval` judges it; every result is appended
+    /// to the run record in --out. Takes eval's flags (no submission path)
+    Serve(Box<ServeArgs>),
 }
 
 const COMPARE_EXIT_CODES: &str = "\
@@ -166,7 +170,7 @@ pub struct CheckArgs {
     pub python: PythonArg,
 }
 
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct TaskSource {
     /// A KernelBench-format tree: levelN/ folders (any N) of ID_Name.py files, or one flat folder of them [default: the tasks built into kbench]
     #[arg(long, value_name = "DIR")]
@@ -176,7 +180,7 @@ pub struct TaskSource {
     pub level: Option<u32>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct PythonArg {
     /// Python with torch [default: $KBENCH_PYTHON, else .venv/bin/python if present, else python3]
     #[arg(long, value_name = "PY")]
@@ -257,7 +261,7 @@ pub enum PrecisionArg {
     Bf16,
 }
 
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct EvalArgs {
     /// A submission directory (mirrored levelN/ layout or KernelBench run files), or one file with --task
     pub path: PathBuf,
@@ -395,4 +399,26 @@ pub struct EvalArgs {
     /// own namespaces (PID, mount, network), own uid, read-only root, private /tmp, rlimits
     #[arg(long, value_enum, default_value_t = SandboxArg::Auto)]
     pub sandbox: SandboxArg,
+}
+
+#[derive(Debug, Args)]
+// The service takes submissions by request, not from a path.
+#[command(mut_arg("path", |a| a.required(false).default_value(".").hide(true)))]
+pub struct ServeArgs {
+    /// Address and port to listen on (port 0: any free one; the first line on stdout is the
+    /// service's URL). Anything but a loopback address needs a token
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8470")]
+    pub listen: std::net::SocketAddr,
+    /// The token every request must present as `Authorization: Bearer TOKEN` [default:
+    /// $KBENCH_TOKEN; none on loopback]
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Most requests admitted at once (waiting or running); more are refused with 429
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    pub queue: u32,
+    /// Largest submission source accepted, in bytes (larger: 413)
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    pub max_source_bytes: usize,
+    #[command(flatten)]
+    pub run: EvalArgs,
 }

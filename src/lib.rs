@@ -10,6 +10,10 @@
 //! 5. after each evaluation rewrite results.json, results.csv and junit.xml (`report`);
 //! 6. print the summary and return the gate's exit code (`gate`, `exit`).
 //!
+//! `kbench serve` (`cmd/serve.rs`, `serve`) does steps 2-4 once and then judges submissions sent
+//! over HTTP as they come, each appended to its run record as in step 5; `setup` holds what the
+//! two commands share.
+//!
 //! Each subcommand is one file of `cmd/`; this file only declares the modules and dispatches.
 
 pub mod atomic_file;
@@ -38,6 +42,8 @@ pub mod reference_ops;
 pub mod report;
 pub mod sandbox;
 pub mod schedule;
+pub mod serve;
+pub mod setup;
 pub mod shard;
 pub mod sol;
 pub mod stats;
@@ -65,6 +71,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Compare(args) => cmd::compare::run(&args),
         Command::Leaderboard(args) => cmd::leaderboard::run(&args),
         Command::Merge(args) => cmd::merge::run(&args),
+        Command::Serve(args) => cmd::serve::run(&args),
     }?;
     Ok(exit.into())
 }

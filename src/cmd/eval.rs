@@ -6,12 +6,8 @@
 //! Flags are read from `Config` once it is resolved; only what comes before the probe reads
 //! `EvalArgs`. Verdicts are decided in `evaluate`, never here.
 
-use std::path::PathBuf;
-
-use crate::cache_key;
-use crate::check;
 use crate::cli::{EvalArgs, TaskSource};
-use crate::config::{self, Config, GpuUse};
+use crate::config::{self, Config};
 use crate::cost;
 use crate::cpus;
 use crate::error::{Error, Result};
@@ -21,23 +17,17 @@ use crate::nvml;
 use crate::pipeline;
 use crate::probe::Probe;
 use crate::published;
-use crate::record::{self, RunRecord, SCHEMA_VERSION};
+use crate::record::RunRecord;
 use crate::report;
 use crate::sandbox;
 use crate::schedule::{self, Event};
 use crate::shard::Shard;
-use crate::sol;
 use crate::submission;
-use crate::task::{self, Task};
-use crate::taskfacts;
+use crate::task::Task;
 use crate::worker;
 
 use super::tasks;
-
-/// Each file's static findings (warnings and worse), by file.
-type Findings = std::collections::HashMap<String, Vec<check::Finding>>;
-/// The facts of each task at hand.
-type Facts = std::collections::HashMap<task::TaskId, taskfacts::TaskFacts>;
+use crate::setup::{self, Facts, Findings};
 
 pub fn run(args: &EvalArgs) -> Result<Exit> {
     // Seeds, nonces and pipes in this process's memory stay out of reach of /proc.
@@ -64,12 +54,12 @@ pub fn run(args: &EvalArgs) -> Result<Exit> {
     let timing_cpus = cpus::reserve(config.slots());
 
     if config.device == config::Device::Cuda {
-        check_dedicated(&config)?;
+        setup::check_dedicated(&config)?;
     }
     // Held for the whole run: dropping them (or a termination signal) restores the clocks.
     let _clock_locks = lock_clocks(&config)?;
-    let ceilings = speed_of_light(&config, &worker_path, &probe);
-    let mut record = start_record(&config, &probe, found.unmatched, shard)?;
+    let ceilings = setup::speed_of_light(&config, &worker_path, &probe);
+    let mut record = setup::start_record(&config, &probe, found.unmatched, shard)?;
     if published.is_some() {
         record.published = published;
     }
@@ -81,66 +71,18 @@ pub fn run(args: &EvalArgs) -> Result<Exit> {
     report::write_files(&record, out)?;
 
     let (findings, facts) = checks_and_facts(&config, &worker_path, &cache, &work)?;
-    let mut build_key = format!(
-        "torch {} arch {}",
-        probe.torch().unwrap_or_default(),
-        config.cuda_arch_list
-    );
-    // `--compat` builds a rewritten copy.
-    if let Some(compat) = &config.compat {
-        build_key.push_str(&format!(" compat {:?}", compat.lowest_arch));
-    }
-    let confinement = confine(&config, &worker_path)?;
-    let cache_key =
-        cache_key::CacheKey::open(&config.cache).map_err(|e| Error::write(&config.cache, e))?;
-    let backend = pipeline::Python::new(
+    let confinement = setup::confine(&config, &worker_path)?;
+    let backend = setup::backend(
         &config,
         worker_path,
-        (build_key, cache_key),
+        &probe,
         &facts,
         timing_cpus,
         confinement,
         pipeline::Annotations::new(findings, ceilings),
-    );
+    )?;
     evaluate_all(&config, &backend, &work, &facts, &mut record)?;
     finish(&record, &config)
-}
-
-/// The run's confinement of submission code (`--sandbox`): what it must read, tried once.
-fn confine(config: &Config, worker_path: &std::path::Path) -> Result<sandbox::Confinement> {
-    let builds = config.cache.join("builds");
-    std::fs::create_dir_all(&builds).map_err(|e| Error::write(&builds, e))?;
-    // CUTLASS_DIR: the headers `kbench import cuda-l2`'s kernels build against, where set.
-    let cutlass = std::env::var_os("CUTLASS_DIR").map(PathBuf::from);
-    let readonly: Vec<_> = [worker_path.to_path_buf(), config.tasks_root.clone()]
-        .into_iter()
-        .chain(cutlass.filter(|p| p.is_dir()))
-        .collect();
-    sandbox::Confinement::probe(
-        config.sandbox,
-        &config.python,
-        &readonly,
-        &config.cache,
-        config.device == config::Device::Cuda,
-    )
-    .map_err(Error::Other)
-}
-
-/// Speed-of-light ceilings of this machine's first GPU (measured once per GPU, cached); none
-/// on the CPU or where the measurement fails (said on stderr).
-fn speed_of_light(
-    config: &Config,
-    worker_path: &std::path::Path,
-    probe: &Probe,
-) -> Option<record::Ceilings> {
-    match (config.device, config.gpus.first()) {
-        (config::Device::Cuda, Some(&gpu)) => {
-            sol::load_or_measure(&config.python, worker_path, &config.cache, probe, gpu)
-                .map_err(|e| eprintln!("kbench: speed-of-light check off: {e}"))
-                .ok()
-        }
-        _ => None,
-    }
 }
 
 /// Build and evaluate `work`, reporting each evaluation as it finishes (final as the backend
@@ -149,7 +91,7 @@ fn evaluate_all(
     config: &Config,
     backend: &pipeline::Python<'_>,
     work: &[(Task, submission::Submission)],
-    facts: &std::collections::HashMap<task::TaskId, taskfacts::TaskFacts>,
+    facts: &Facts,
     record: &mut RunRecord,
 ) -> Result<()> {
     let progress = report::console::Progress::new(work.len());
@@ -175,11 +117,7 @@ fn evaluate_all(
             Event::Evaluated(e) => {
                 progress.evaluated(&e);
                 costs.observe(&e);
-                record.evaluations.push(*e);
-                record
-                    .evaluations
-                    .sort_by(|a, b| (a.task, &a.file).cmp(&(b.task, &b.file)));
-                if let Err(err) = report::write_files(record, &config.out) {
+                if let Err(err) = setup::append(record, *e, &config.out) {
                     write_error.get_or_insert(err);
                 }
             }
@@ -284,9 +222,11 @@ fn checks_and_facts(
     work: &[(Task, submission::Submission)],
 ) -> Result<(Findings, Facts)> {
     let started = std::time::Instant::now();
-    let findings = static_findings(config, worker_path, cache, work)?;
+    let submissions: Vec<_> = work.iter().map(|(_, s)| s).collect();
+    let findings = setup::static_findings(config, worker_path, cache, &submissions)?;
     let scanned = started.elapsed().as_secs_f64();
-    let facts = facts_at_hand(config, worker_path, cache, work)?;
+    let at_hand = work.iter().map(|(t, _)| t.clone()).collect();
+    let facts = setup::task_facts(config, worker_path, cache, at_hand)?;
     // Before the first build: where a cold start's minutes go.
     eprintln!(
         "kbench: static checks of {} file(s) in {scanned:.1} s, facts of {} task(s) in {:.1} s",
@@ -295,46 +235,6 @@ fn checks_and_facts(
         started.elapsed().as_secs_f64() - scanned
     );
     Ok((findings, facts))
-}
-
-/// Static checks of every file, before anything runs: cheap (no torch), and evidence in each
-/// evaluation (warnings and worse, by file).
-fn static_findings(
-    config: &Config,
-    worker_path: &std::path::Path,
-    cache: &std::path::Path,
-    work: &[(Task, submission::Submission)],
-) -> Result<Findings> {
-    let paths: Vec<PathBuf> = work.iter().map(|(_, s)| s.path.clone()).collect();
-    let scanned = check::scan(&config.python, worker_path, &cache.join("check"), &paths)?;
-    Ok(work
-        .iter()
-        .zip(scanned)
-        .map(|((_, s), r)| (s.file.clone(), r.at_least(&check::Severity::Warning)))
-        .collect())
-}
-
-/// Facts of the tasks at hand (cached per task file): the constants a shape perturbation may
-/// change, and degenerate-task flags recorded with each result.
-fn facts_at_hand(
-    config: &Config,
-    worker_path: &std::path::Path,
-    cache: &std::path::Path,
-    work: &[(Task, submission::Submission)],
-) -> Result<Facts> {
-    let mut at_hand: Vec<Task> = work.iter().map(|(t, _)| t.clone()).collect();
-    at_hand.dedup_by_key(|t| t.id);
-    let bar = indicatif::ProgressBar::new(at_hand.len() as u64).with_message("task facts");
-    let facts = taskfacts::collect(
-        &at_hand,
-        &config.python,
-        worker_path,
-        cache,
-        config.jobs,
-        |_| bar.inc(1),
-    )?;
-    bar.finish_and_clear();
-    Ok(at_hand.iter().map(|t| t.id).zip(facts).collect())
 }
 
 /// The run's summary, page and gate, once every evaluation is in: the exit code.
@@ -351,24 +251,6 @@ fn finish(record: &RunRecord, config: &Config) -> Result<Exit> {
     Ok(Exit::gate(gate.failures.is_empty()))
 }
 
-/// With --dedicated, refuse GPUs on which other processes compute (NVML must be readable).
-fn check_dedicated(config: &Config) -> Result<()> {
-    if config.gpu_use == GpuUse::Shared {
-        return Ok(());
-    }
-    for gpu in &config.gpus {
-        let busy = nvml::Nvml::open(*gpu)
-            .and_then(|n| n.compute_processes())
-            .map_err(|e| Error::Usage(format!("check that GPU {gpu} is dedicated: {e}")))?;
-        if busy > 0 {
-            return Err(Error::Usage(format!(
-                "run on GPU {gpu} with --dedicated: {busy} other process(es) compute on it"
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// Lock the clocks of every chosen GPU when asked (--lock-clocks), with guards that restore them.
 fn lock_clocks(config: &Config) -> Result<Vec<nvml::ClockLock<nvml::Nvml>>> {
     let Some(mhz) = config.lock_clocks else {
@@ -381,47 +263,4 @@ fn lock_clocks(config: &Config) -> Result<Vec<nvml::ClockLock<nvml::Nvml>>> {
     }
     nvml::guard_signals(locks.iter().map(|l| l.shared()).collect()).map_err(Error::Other)?;
     Ok(locks)
-}
-
-/// A new record (of `shard`, when one), or with --resume the one in --out (whose settings must
-/// match this run's).
-fn start_record(
-    config: &Config,
-    probe: &Probe,
-    unmatched: Vec<submission::Unmatched>,
-    shard: Option<Shard>,
-) -> Result<RunRecord> {
-    let existing = config.out.join("results.json");
-    if existing.exists() {
-        if !config.resume {
-            return Err(Error::Usage(format!(
-                "write to {}: it holds a run already; pass --resume to continue it or choose another --out",
-                config.out.display()
-            )));
-        }
-        let bytes = std::fs::read(&existing).map_err(|e| Error::read(&existing, e))?;
-        let mut record = report::json::parse(&bytes)?;
-        if record.config != config.recorded() {
-            return Err(Error::Usage(format!(
-                "resume {}: its settings differ from this run's: {}",
-                config.out.display(),
-                record.config.differences(&config.recorded()).join(", ")
-            )));
-        }
-        record.unmatched = unmatched;
-        return Ok(record);
-    }
-    Ok(RunRecord {
-        schema_version: SCHEMA_VERSION,
-        kbench_version: env!("CARGO_PKG_VERSION").into(),
-        run_id: config.run_id.clone(),
-        started_at: chrono::Local::now().to_rfc3339(),
-        environment: probe.environment(),
-        config: config.recorded(),
-        evaluations: Vec::new(),
-        unmatched,
-        published: None,
-        command: std::env::args().collect(),
-        shard,
-    })
 }

@@ -10,4 +10,5 @@ pub mod leaderboard;
 pub mod list;
 pub mod merge;
 pub mod report;
+pub mod serve;
 pub mod tasks;

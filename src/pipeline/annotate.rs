@@ -31,6 +31,14 @@ impl Annotations {
         }
     }
 
+    /// Add the findings of a file that came after the run started (a `serve` request's).
+    pub fn add(&self, file: String, findings: Vec<Finding>) {
+        self.findings
+            .lock()
+            .expect("findings lock")
+            .insert(file, findings);
+    }
+
     /// Annotate `eval` (of a task with `facts`), whose profiled call allowed `host_error`. The
     /// ceilings hold only at the tasks' full size.
     pub(super) fn apply(

@@ -158,6 +158,13 @@ impl<'a> Python<'a> {
     }
 }
 
+impl<S: Spawner> Python<'_, S> {
+    /// What the run adds to each evaluation (a `serve` request's file adds its findings).
+    pub fn annotations(&self) -> &Annotations {
+        &self.annotations
+    }
+}
+
 /// How one evaluation ended: what it recorded, the cause that decides its verdict, and the
 /// host-speed error its timing's label may allow (`evidence`), applied in `annotate`.
 struct Ended {

@@ -1,0 +1,161 @@
+//! The service over HTTP (tiny_http: one thread per request, each waiting for its evaluation):
+//! `POST /v1/evaluate`, `GET /v1/health`, `GET /v1/tasks`, `POST /v1/shutdown`, JSON in and
+//! out, every route behind the bearer token when the service has one. Errors are JSON
+//! `{"error": ...}` with a 4xx or 5xx status; a verdict, whatever it is, is a 200.
+
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tiny_http::{Header, Method, Request, Response, Server};
+
+use super::request::{self, Refusal};
+use super::Service;
+
+/// Answer requests until `stop` is set (a signal or `POST /v1/shutdown`), then wait for the
+/// requests in flight to be answered.
+pub fn serve(server: &Server, service: &Service, token: Option<&str>, stop: &AtomicBool) {
+    std::thread::scope(|s| {
+        while !stop.load(Ordering::SeqCst) {
+            match server.recv_timeout(Duration::from_millis(100)) {
+                Ok(Some(request)) => {
+                    s.spawn(move || answer(request, service, token, stop));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    eprintln!("kbench serve: failed to accept a request: {e}");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+    });
+}
+
+fn answer(mut request: Request, service: &Service, token: Option<&str>, stop: &AtomicBool) {
+    let (status, body) = match route(&mut request, service, token, stop) {
+        Ok(body) => (200, body),
+        Err(refusal) => (refusal.status, json!({ "error": refusal.message })),
+    };
+    let response = Response::from_string(body.to_string())
+        .with_status_code(status)
+        .with_header(
+            Header::from_bytes("Content-Type", "application/json").expect("a valid header"),
+        );
+    // A client gone before its reply: the result is in the record all the same.
+    let _ = request.respond(response);
+}
+
+fn route(
+    request: &mut Request,
+    service: &Service,
+    token: Option<&str>,
+    stop: &AtomicBool,
+) -> Result<Value, Refusal> {
+    if let Some(token) = token {
+        let given = request
+            .headers()
+            .iter()
+            .find(|h| h.field.equiv("Authorization"))
+            .map(|h| h.value.as_str().to_string())
+            .unwrap_or_default();
+        if !same(given.strip_prefix("Bearer ").unwrap_or(""), token) {
+            return Err(Refusal::new(
+                401,
+                "this service needs its token: Authorization: Bearer TOKEN",
+            ));
+        }
+    }
+    let path = request
+        .url()
+        .split('?')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    match (request.method(), path.as_str()) {
+        (Method::Post, "/v1/evaluate") => {
+            let body = read_body(request, service.max_source())?;
+            let parsed: request::Request = serde_json::from_slice(&body)
+                .map_err(|e| Refusal::new(400, format!("read the request's JSON: {e}")))?;
+            service.evaluate(&parsed)
+        }
+        (Method::Get, "/v1/health") => {
+            let config = service.config();
+            let (admitted, capacity) = service.load();
+            Ok(json!({
+                "status": "ok",
+                "kbench_version": env!("CARGO_PKG_VERSION"),
+                "device": config.device.torch_name(),
+                "gpus": config.gpus,
+                "slots": config.slots(),
+                "lanes": config.lanes,
+                "tasks": service.tasks().len(),
+                "queue": { "admitted": admitted, "capacity": capacity },
+                "out": config.out,
+            }))
+        }
+        (Method::Get, "/v1/tasks") => Ok(json!({
+            "tasks": service
+                .tasks()
+                .iter()
+                .map(|t| json!({ "id": t.id.to_string(), "name": t.label() }))
+                .collect::<Vec<_>>(),
+        })),
+        (Method::Post, "/v1/shutdown") => {
+            stop.store(true, Ordering::SeqCst);
+            Ok(json!({ "status": "stopping" }))
+        }
+        (_, "/v1/evaluate" | "/v1/health" | "/v1/tasks" | "/v1/shutdown") => Err(Refusal::new(
+            405,
+            format!("{} {path}: wrong method", request.method()),
+        )),
+        _ => Err(Refusal::new(404, format!("no route {path}"))),
+    }
+}
+
+/// The request's body, refused when larger than a source of `max_source` bytes could make it
+/// (every byte escaped twice over, and room for the rest).
+fn read_body(request: &mut Request, max_source: usize) -> Result<Vec<u8>, Refusal> {
+    let limit = max_source.saturating_mul(6).saturating_add(64 * 1024);
+    let mut body = Vec::new();
+    request
+        .as_reader()
+        .take(limit as u64 + 1)
+        .read_to_end(&mut body)
+        .map_err(|e| Refusal::new(400, format!("read the request's body: {e}")))?;
+    if body.len() > limit {
+        return Err(Refusal::new(
+            413,
+            format!("a body over {limit} bytes (--max-source-bytes {max_source})"),
+        ));
+    }
+    Ok(body)
+}
+
+/// Whether two tokens are equal, in time that does not depend on where they differ.
+fn same(given: &str, token: &str) -> bool {
+    given.len() == token.len()
+        && given
+            .bytes()
+            .zip(token.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_match_only_when_equal() {
+        for (given, token, equal) in [
+            ("secret", "secret", true),
+            ("secreT", "secret", false),
+            ("secre", "secret", false),
+            ("", "secret", false),
+            ("secret!", "secret", false),
+        ] {
+            assert_eq!(same(given, token), equal, "{given}");
+        }
+    }
+}
