@@ -444,7 +444,10 @@ mod scripted {
         }
         let eval = evaluate(reference, rerun_differs);
         assert_eq!(eval.verdict, Verdict::Incorrect);
-        assert_eq!((eval.kernelbench_correct, eval.kernelbench_needed), (None, None));
+        assert_eq!(
+            (eval.kernelbench_correct, eval.kernelbench_needed),
+            (None, None)
+        );
     }
 
     /// `kernelbench_needed` is the largest over KernelBench's trials, which go on past kbench's
