@@ -96,14 +96,6 @@ def ill_conditioned(r32, r64):
     return err_ref > ILL_CONDITIONED * scale
 
 
-def no_worse(r32, r64, cand):
-    """Where float64 cannot decide (`ill_conditioned`): whether the candidate's RMS error against
-    float64 is within `SUM_LIMIT` of PyTorch fp32's own, i.e. no further from the exact result
-    than the reference is."""
-    scale, err_ref = _conditioning(r32, r64)
-    return rms_diff(cand, r64) <= SUM_LIMIT * max(err_ref, FP32_EPS * scale)
-
-
 def judge_miss(r32, r64, cand):
     """`precision.fp64_judged`: (outcome, evidence) for an output that missed the tolerance,
     against float64 beside PyTorch fp32's own errors: 'pass' (reordered sums), 'fail' (a wrong
