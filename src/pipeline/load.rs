@@ -1,5 +1,5 @@
 //! Workers for evaluations, and the load: per slot a queue of reference and candidate worker
-//! pairs started ahead of need (`take_pair`, `refill`), and the load of the task in the reference
+//! pairs started ahead of need (`take_pair`, `refill`; or a kept reference, `reuse`), and the load of the task in the reference
 //! worker and of the submission in the candidate, at once. Sizes the task as the run asks
 //! (`sizing`). Runs no trial.
 
@@ -18,11 +18,12 @@ use crate::worker::request::Load;
 use crate::worker::{Link, Reply, Spawn};
 
 use super::replies::Loaded;
+use super::reuse::Companion;
 use super::stage::{stage_submission, Exchange};
 use super::workspace::Workspace;
 use super::{Python, Spawner};
 
-/// Two fresh workers and the logs they write until an evaluation claims them.
+/// A reference and a candidate worker and the logs they write until an evaluation claims them.
 pub(super) struct Pair<W> {
     pub reference: W,
     pub candidate: W,
@@ -31,41 +32,80 @@ pub(super) struct Pair<W> {
     /// The candidate's workspace, where the evaluation lends its build (`lend`); none when
     /// unconfined.
     pub workspace: Option<Workspace>,
+    /// The reference served an earlier candidate of the task (`reuse`).
+    pub reused: bool,
 }
 
 impl<S: Spawner> Python<'_, S> {
-    /// Start a reference and a candidate worker for `slot`, logging to provisional files.
-    fn start_pair(&self, slot: usize) -> Result<Pair<S::Worker>, String> {
+    /// The environment that shows a worker of `slot` its GPU. GPU indices are NVML's (PCI bus
+    /// order), so telemetry reads the GPU the worker uses.
+    fn device_env(&self, slot: usize) -> Vec<(String, String)> {
         let visible = match self.config.device {
             Device::Cuda => self.config.gpus[slot].to_string(),
             Device::Cpu => String::new(),
         };
-        // GPU indices are NVML's (PCI bus order), so telemetry reads the GPU the worker uses.
-        let device_env = vec![
+        vec![
             ("CUDA_VISIBLE_DEVICES".into(), visible),
             ("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into()),
-        ];
+        ]
+    }
+
+    /// A provisional log file for a worker of `role`.
+    fn provisional_log(&self, role: &str) -> PathBuf {
         let n = self.started.fetch_add(1, Ordering::SeqCst);
-        let log = |role: &str| self.config.out.join(format!("logs/.worker-{n}.{role}.log"));
-        let logs = [log("reference"), log("candidate")];
+        self.config.out.join(format!("logs/.worker-{n}.{role}.log"))
+    }
+
+    /// Start a reference and a candidate worker for `slot`, logging to provisional files.
+    fn start_pair(&self, slot: usize) -> Result<Pair<S::Worker>, String> {
+        let log = self.provisional_log("reference");
         let exchange = self.exchange()?;
         let shared = exchange.dir.path();
-        // The candidate writes only its workspace (`workspace`), not the builds folder.
+        let reference = self.spec("reference", &log, self.device_env(slot));
+        let reference = self.start(&self.confinement.beside(&reference, shared))?;
+        let candidate = self.start_candidate(slot, &exchange)?;
+        Ok(Pair {
+            reference,
+            candidate: candidate.worker,
+            logs: [log, candidate.log],
+            exchange,
+            workspace: candidate.workspace,
+            reused: false,
+        })
+    }
+
+    /// Start a candidate worker for `slot` that shares `exchange` with its reference, in a
+    /// workspace of its own (the only other folder it writes: not the builds folder).
+    pub(super) fn start_candidate(
+        &self,
+        slot: usize,
+        exchange: &Exchange,
+    ) -> Result<Companion<S::Worker>, String> {
+        let log = self.provisional_log("candidate");
         let workspace = self.workspace()?;
         let writable: Vec<_> = workspace.iter().map(Workspace::bind).collect();
-        let reference = self.spec("reference", &logs[0], device_env.clone());
-        let candidate = self.spec("candidate", &logs[1], device_env);
-        Ok(Pair {
-            reference: self.start(&self.confinement.beside(&reference, shared))?,
-            candidate: self.start(&self.confinement.wrap(&candidate, &writable, Some(shared)))?,
-            logs,
-            exchange,
+        let spec = self.spec("candidate", &log, self.device_env(slot));
+        let wrapped = self
+            .confinement
+            .wrap(&spec, &writable, Some(exchange.dir.path()));
+        Ok(Companion {
+            worker: self.start(&wrapped)?,
+            log,
             workspace,
         })
     }
 
-    /// The slot's oldest waiting pair, or a new one.
-    pub(super) fn take_pair(&self, slot: usize) -> Result<Pair<S::Worker>, String> {
+    /// The slot's kept reference for `task` with a fresh candidate beside it (`reuse`), when
+    /// `reuse` allows and there is one; else the slot's oldest waiting pair, or a new one.
+    pub(super) fn take_pair(
+        &self,
+        task: &Task,
+        slot: usize,
+        reuse: bool,
+    ) -> Result<Pair<S::Worker>, String> {
+        if let Some(kept) = reuse.then(|| self.take_kept(task, slot)).flatten() {
+            return Ok(kept);
+        }
         let waiting = self.ready[slot]
             .lock()
             .expect("worker pool lock")
