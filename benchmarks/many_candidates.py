@@ -75,14 +75,15 @@ def main():
     parser.add_argument("--tasks", default=TASKS)
     parser.add_argument("--candidates", type=int, default=8)
     parser.add_argument("--tasks-dir", type=Path, default=Path(__file__).resolve().parents[1])
-    parser.add_argument("flags", nargs="*", help="after --: more kbench eval flags")
-    args = parser.parse_args()
+    argv = sys.argv[1:]
+    flags = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = parser.parse_args(argv[: len(argv) - len(flags) - (1 if flags else 0)])
     specs = args.tasks.split(",")
     submission, out = args.work / "submission", args.work / "out"
     shutil.rmtree(submission, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
     write_submission(submission, args.tasks_dir, specs, args.candidates)
-    command = [args.kbench, "eval", str(submission), "--python", args.python, "--out", str(out), *args.flags]
+    command = [args.kbench, "eval", str(submission), "--python", args.python, "--out", str(out), *flags]
     print("$", " ".join(command), flush=True)
     started = time.monotonic()
     done = subprocess.run(command, check=False)

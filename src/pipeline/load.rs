@@ -1,8 +1,9 @@
 //! Workers for evaluations, and the load: per slot a queue of reference and candidate worker
-//! pairs started ahead of need (`take_pair`, `refill`; or a kept reference, `reuse`), and the load of the task in the reference
+//! pairs started ahead of need (`take_pair`, `refill`), a candidate worker alone (`start_candidate`), and the load of the task in the reference
 //! worker and of the submission in the candidate, at once. Sizes the task as the run asks
 //! (`sizing`). Runs no trial.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
@@ -18,7 +19,6 @@ use crate::worker::request::Load;
 use crate::worker::{Link, Reply, Spawn};
 
 use super::replies::Loaded;
-use super::reuse::Companion;
 use super::stage::{stage_submission, Exchange};
 use super::workspace::Workspace;
 use super::{Python, Spawner};
@@ -34,6 +34,16 @@ pub(super) struct Pair<W> {
     pub workspace: Option<Workspace>,
     /// The reference served an earlier candidate of the task (`reuse`).
     pub reused: bool,
+    /// Candidate workers started beside the reference for the task's later candidates
+    /// (`reuse`); none in a fresh pair.
+    pub companions: VecDeque<Companion<W>>,
+}
+
+/// A candidate worker started for a later evaluation, with its log and workspace.
+pub(super) struct Companion<W> {
+    pub worker: W,
+    pub log: PathBuf,
+    pub workspace: Option<Workspace>,
 }
 
 impl<S: Spawner> Python<'_, S> {
@@ -71,6 +81,7 @@ impl<S: Spawner> Python<'_, S> {
             exchange,
             workspace: candidate.workspace,
             reused: false,
+            companions: VecDeque::new(),
         })
     }
 
@@ -95,17 +106,8 @@ impl<S: Spawner> Python<'_, S> {
         })
     }
 
-    /// The slot's kept reference for `task` with a fresh candidate beside it (`reuse`), when
-    /// `reuse` allows and there is one; else the slot's oldest waiting pair, or a new one.
-    pub(super) fn take_pair(
-        &self,
-        task: &Task,
-        slot: usize,
-        reuse: bool,
-    ) -> Result<Pair<S::Worker>, String> {
-        if let Some(kept) = reuse.then(|| self.take_kept(task, slot)).flatten() {
-            return Ok(kept);
-        }
+    /// The slot's oldest waiting pair, or a new one.
+    pub(super) fn take_pair(&self, slot: usize) -> Result<Pair<S::Worker>, String> {
         let waiting = self.ready[slot]
             .lock()
             .expect("worker pool lock")
@@ -118,11 +120,7 @@ impl<S: Spawner> Python<'_, S> {
     /// (~3 s), so on a GPU two pairs per lane and two more wait; on a CPU one, since starting
     /// workers competes with the evaluation for the same cores.
     fn refill(&self, slot: usize) {
-        let depth = match self.config.device {
-            Device::Cuda => 2 + 2 * self.config.lanes,
-            Device::Cpu => 1,
-        };
-        while self.ready[slot].lock().expect("worker pool lock").len() < depth {
+        while self.ready[slot].lock().expect("worker pool lock").len() < self.pairs_ahead() {
             match self.start_pair(slot) {
                 Ok(pair) => self.ready[slot]
                     .lock()
@@ -130,6 +128,14 @@ impl<S: Spawner> Python<'_, S> {
                     .push_back(pair),
                 Err(_) => break,
             }
+        }
+    }
+
+    /// How many pairs the slot's pool holds (`refill`).
+    pub(super) fn pairs_ahead(&self) -> usize {
+        match self.config.device {
+            Device::Cuda => 2 + 2 * self.config.lanes,
+            Device::Cpu => 1,
         }
     }
 

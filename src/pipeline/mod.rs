@@ -272,7 +272,10 @@ impl<S: Spawner> Python<'_, S> {
         eval.phases.gpu_wait_s = hold.waited.as_secs_f64();
         let mut reuse = true;
         loop {
-            let mut pair = self.take_pair(task, slot, reuse).map_err(Cause::Unready)?;
+            let mut pair = match reuse.then(|| self.take_kept(task, slot)).flatten() {
+                Some(kept) => kept,
+                None => self.take_pair(slot).map_err(Cause::Unready)?,
+            };
             // Bound before the workers, so it is dropped, and the build folder moved back, after
             // the candidate has ended.
             let lent = self
@@ -301,11 +304,9 @@ impl<S: Spawner> Python<'_, S> {
                 reuse = false;
                 continue;
             }
-            let companion = pair
-                .reference
-                .clean()
-                .then(|| self.companion(task, slot, &pair.exchange))
-                .flatten();
+            if pair.reference.clean() {
+                self.top_up(task, slot, &pair.exchange, &mut pair.companions);
+            }
             let judged = loads.and_then(|(constants, loaded)| {
                 let kernels = load::record(eval, loaded);
                 self.verify_and_time(
@@ -317,11 +318,12 @@ impl<S: Spawner> Python<'_, S> {
                 candidate,
                 logs: [log, _],
                 exchange,
+                companions,
                 ..
             } = pair;
             S::finish(candidate);
             drop(lent);
-            self.keep(task, slot, (reference, log, exchange), companion);
+            self.keep(task, slot, (reference, log, exchange), companions);
             return judged;
         }
     }

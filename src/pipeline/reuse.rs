@@ -1,23 +1,23 @@
 //! A task's reference worker kept for its next candidate on the same slot (many candidates per
 //! task: best-of-N searches, RL loops). The run says how many evaluations each task has
 //! (`expect`); an evaluation whose task has more to come gives its reference worker back clean
-//! (`keep`), with a fresh candidate worker already started beside it (`companion`), and the
-//! next evaluation of that task on the slot takes both (`take_kept`). A kept reference loads
+//! (`keep`), with fresh candidate workers already started beside it (`top_up`), and the next
+//! evaluation of that task on the slot takes it and the oldest of them (`take_kept`). A kept reference loads
 //! the task again for every candidate, so the model, its parameters and every seed-drawn input
 //! are what a fresh worker's would be; what carries over is the process (Python, torch, the
 //! CUDA context). Candidate workers serve one evaluation only. Why this stays sound:
 //! docs/timing.md, "Many candidates per task".
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
+use crate::config::Device;
 use crate::submission::Submission;
 use crate::task::Task;
 use crate::worker::Link;
 
-use super::load::Pair;
+use super::load::{Companion, Pair};
 use super::stage::Exchange;
-use super::workspace::Workspace;
 use super::{Python, Spawner};
 
 /// A reference worker that served an evaluation cleanly, kept on its slot for the next
@@ -30,15 +30,9 @@ pub(super) struct Kept<W> {
     log: PathBuf,
     /// The folder it shares with its candidates (its /dev/shm when confined).
     exchange: Exchange,
-    /// A candidate worker started beside it for the next candidate, if one was.
-    companion: Option<Companion<W>>,
-}
-
-/// A candidate worker started beside a reference for a later candidate of its task.
-pub(super) struct Companion<W> {
-    pub worker: W,
-    pub log: PathBuf,
-    pub workspace: Option<Workspace>,
+    /// Candidate workers started beside it for the next candidates (sharing `exchange`),
+    /// oldest first.
+    companions: VecDeque<Companion<W>>,
 }
 
 impl<S: Spawner> Python<'_, S> {
@@ -67,11 +61,11 @@ impl<S: Spawner> Python<'_, S> {
             .is_some_and(|n| *n > 0)
     }
 
-    /// The slot's kept reference for `task`, as a pair with a fresh candidate worker beside
-    /// it (the companion, else one started now), its exchange emptied of what earlier
-    /// candidates left there. Before that, the slot's other kept references beyond what its
-    /// other lanes may still use (one each), and those whose task has no evaluation to come,
-    /// are ended: they hold GPU memory.
+    /// The slot's kept reference for `task`, as a pair with a fresh candidate worker beside it
+    /// (the oldest companion, else one started now) and the other companions, its exchange
+    /// emptied of what earlier candidates left there. Before that, the slot's other kept
+    /// references beyond what its other lanes may still use (one each), and those whose task
+    /// has no evaluation to come, are ended: they hold GPU memory.
     pub(super) fn take_kept(&self, task: &Task, slot: usize) -> Option<Pair<S::Worker>> {
         let mine = {
             let mut kept = self.kept[slot].lock().expect("reuse lock");
@@ -100,10 +94,10 @@ impl<S: Spawner> Python<'_, S> {
             reference,
             log,
             exchange,
-            companion,
+            mut companions,
             ..
         } = mine;
-        let companion = match companion {
+        let first = match companions.pop_front() {
             Some(c) => c,
             None => match self.start_candidate(slot, &exchange) {
                 Ok(c) => c,
@@ -115,30 +109,31 @@ impl<S: Spawner> Python<'_, S> {
         };
         Some(Pair {
             reference,
-            candidate: companion.worker,
-            logs: [log, companion.log],
+            candidate: first.worker,
+            logs: [log, first.log],
             exchange,
-            workspace: companion.workspace,
+            workspace: first.workspace,
             reused: true,
+            companions,
         })
     }
 
-    /// After an evaluation: keep its reference worker (with `companion`, if one was started)
+    /// After an evaluation: keep its reference worker (with the `companions` started beside it)
     /// for the task's next candidate on the slot if it is clean and the task has more to come;
-    /// else end both.
+    /// else end them all.
     pub(super) fn keep(
         &self,
         task: &Task,
         slot: usize,
         (reference, log, exchange): (S::Worker, PathBuf, Exchange),
-        companion: Option<Companion<S::Worker>>,
+        companions: VecDeque<Companion<S::Worker>>,
     ) {
         let kept = Kept {
             task: task.path.clone(),
             reference,
             log,
             exchange,
-            companion,
+            companions,
         };
         if kept.reference.clean() && self.more(&task.path) {
             self.kept[slot].lock().expect("reuse lock").push(kept);
@@ -147,26 +142,46 @@ impl<S: Spawner> Python<'_, S> {
         }
     }
 
-    /// A candidate worker for the task's next evaluation, started now beside the reference that
-    /// `exchange` belongs to, while this one runs (start-up takes seconds); None when the task
-    /// has no more to come.
-    pub(super) fn companion(
+    /// Start candidate workers beside the reference that `exchange` belongs to, while this
+    /// evaluation runs (start-up takes seconds), until `companions` holds one for each of the
+    /// task's evaluations still to start, at most as many as `ahead` allows.
+    pub(super) fn top_up(
         &self,
         task: &Task,
         slot: usize,
         exchange: &Exchange,
-    ) -> Option<Companion<S::Worker>> {
-        if !self.more(&task.path) {
-            return None;
+        companions: &mut VecDeque<Companion<S::Worker>>,
+    ) {
+        let left = self
+            .left
+            .lock()
+            .expect("reuse lock")
+            .get(&task.path)
+            .copied()
+            .unwrap_or(0);
+        while companions.len() < left.min(self.ahead()) {
+            match self.start_candidate(slot, exchange) {
+                Ok(c) => companions.push_back(c),
+                Err(_) => break,
+            }
         }
-        self.start_candidate(slot, exchange).ok()
+    }
+
+    /// How many candidate workers wait beside a kept reference: as many as the slot's pool
+    /// holds pairs on a GPU (`refill`), where start-up (~8 s) outlasts a short evaluation
+    /// (~3 s); two on a CPU, the processes of the one pair its pool holds.
+    fn ahead(&self) -> usize {
+        match self.config.device {
+            Device::Cuda => self.pairs_ahead(),
+            Device::Cpu => 2,
+        }
     }
 
     fn end_kept(&self, kept: Kept<S::Worker>) {
         S::finish(kept.reference);
-        if let Some(c) = kept.companion {
-            S::finish(c.worker);
-        }
+        kept.companions
+            .into_iter()
+            .for_each(|c| S::finish(c.worker));
     }
 }
 

@@ -838,6 +838,8 @@ mod scripted {
             fails: fn(&Request, usize, usize) -> Option<Answer>,
             /// Per reference worker, in the order started, the loads it served.
             loads: Arc<Mutex<Vec<usize>>>,
+            /// The same per candidate worker.
+            candidates: Arc<Mutex<Vec<usize>>>,
         }
 
         impl Spawner for Spawned {
@@ -866,8 +868,15 @@ mod scripted {
                     }
                     Some("candidate") => {
                         let mut file = String::new();
+                        let loads = self.candidates.clone();
+                        let me = {
+                            let mut all = loads.lock().unwrap();
+                            all.push(0);
+                            all.len() - 1
+                        };
                         Ok(Scripted::new(Box::new(move |r: &Request| {
                             if let Request::Load(l) = r {
+                                loads.lock().unwrap()[me] += 1;
                                 let staged = l.submission.as_ref().and_then(|p| p.file_name());
                                 file = staged.unwrap().to_string_lossy().into_owned();
                             }
@@ -907,19 +916,21 @@ mod scripted {
                 .then(|| Err(Failure::Exited("killed by signal 9".into())))
         }
 
-        /// Evaluate the candidates `files` of one task in order on slot 0; their verdicts and
-        /// the loads each reference worker served.
+        /// Evaluate the candidates `files` of one task in order on slot 0; their verdicts, the
+        /// loads each reference worker served and those each candidate worker served.
         fn evaluate_all(
             files: &[&str],
             fails: fn(&Request, usize, usize) -> Option<Answer>,
-        ) -> (Vec<Verdict>, Vec<usize>) {
+        ) -> (Vec<Verdict>, Vec<usize>, Vec<usize>) {
             let dir = tempfile::tempdir().unwrap();
             let config = config(dir.path());
             let facts = facts();
             let loads = Arc::new(Mutex::new(Vec::new()));
+            let candidates = Arc::new(Mutex::new(Vec::new()));
             let spawned = Spawned {
                 fails,
                 loads: loads.clone(),
+                candidates: candidates.clone(),
             };
             let python = backend(&config, &facts, spawned);
             let (task, honest) = pair(dir.path());
@@ -944,15 +955,19 @@ mod scripted {
                     python.evaluate(task, sub, &build, 0).verdict
                 })
                 .collect();
+            drop(python);
             let served = loads.lock().unwrap().clone();
-            (verdicts, served)
+            let candidates = candidates.lock().unwrap().clone();
+            (verdicts, served, candidates)
         }
 
-        /// One reference worker serves the task's candidates, one fresh candidate worker each;
-        /// what a candidate does (crash, cheat) leaves the next one's verdict alone; a reference
-        /// that erred is retired, and one that cannot load the task again is replaced before
-        /// the candidate is judged. The refill starts one spare pair, whose reference loads
-        /// nothing unless a reference is replaced.
+        /// One reference worker serves the task's candidates, one fresh candidate worker each
+        /// (started beside it, at most two ahead on the CPU and no more than candidates to
+        /// come); what a candidate does (crash, cheat) leaves the next one's verdict alone; a
+        /// reference that erred is retired (with the candidate workers started beside it), and
+        /// one that cannot load the task again is replaced before the candidate is judged. The
+        /// refill starts one spare pair, whose workers load nothing unless a reference is
+        /// replaced.
         #[test]
         fn a_tasks_candidates_share_a_clean_reference_worker() {
             use Verdict::{Cheat, Crashed, Pass, Skipped};
@@ -962,6 +977,7 @@ mod scripted {
                 fn(&Request, usize, usize) -> Option<Answer>,
                 &'static [Verdict],
                 &'static [usize],
+                usize,
             );
             let cases: [Case; 5] = [
                 (
@@ -970,6 +986,7 @@ mod scripted {
                     never,
                     &[Pass; 4],
                     &[4, 0],
+                    5,
                 ),
                 (
                     "crash",
@@ -977,6 +994,7 @@ mod scripted {
                     never,
                     &[Crashed, Pass],
                     &[2, 0],
+                    3,
                 ),
                 (
                     "cheat",
@@ -984,26 +1002,33 @@ mod scripted {
                     never,
                     &[Cheat, Pass],
                     &[2, 0],
+                    3,
                 ),
+                // The first reference's two companions go with it.
                 (
                     "reference error",
                     &["a.py", "b.py", "c.py"],
                     first_check_fails,
                     &[Skipped, Pass, Pass],
                     &[1, 2, 0],
+                    6,
                 ),
+                // The second candidate's first worker loaded it beside the stale reference.
                 (
                     "reload fails",
                     &["a.py", "b.py", "c.py"],
                     reload_fails,
                     &[Pass, Pass, Pass],
                     &[1, 2, 0],
+                    6,
                 ),
             ];
-            for (name, files, fails, verdicts, served) in cases {
-                let (got, loads) = evaluate_all(files, fails);
+            for (name, files, fails, verdicts, served, started) in cases {
+                let (got, loads, candidates) = evaluate_all(files, fails);
                 assert_eq!(got, verdicts, "{name}");
                 assert_eq!(loads, served, "{name}");
+                assert_eq!(candidates.len(), started, "{name}: {candidates:?}");
+                assert!(candidates.iter().all(|n| *n <= 1), "{name}: {candidates:?}");
             }
         }
     }
