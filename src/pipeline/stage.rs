@@ -90,6 +90,8 @@ impl<S: Spawner> Python<'_, S> {
         let (ref_log, ref_rel) = self.log_path(sub, "reference");
         let (cand_log, cand_rel) = self.log_path(sub, "candidate");
         let claimed = if shared {
+            // A log of that name from an earlier run (`--resume`) gives way, as a rename's would.
+            let _ = std::fs::remove_file(&ref_log);
             std::fs::hard_link(&logs[0], &ref_log)
         } else {
             std::fs::rename(&logs[0], &ref_log)
