@@ -77,8 +77,6 @@ pub struct Worker {
     replies: Receiver<std::io::Result<String>>,
     /// The key its replies are signed with (`protocol::key`).
     key: String,
-    /// No request failed or was answered with an error, and it was not killed (`Link::clean`).
-    clean: bool,
     drains: Vec<JoinHandle<()>>,
 }
 
@@ -214,7 +212,6 @@ impl Worker {
             replies,
             drains,
             key,
-            clean: true,
         })
     }
 
@@ -267,9 +264,7 @@ impl Worker {
 
 impl Link for Worker {
     fn exchange(&mut self, request: Request, deadline: Duration) -> Result<Reply, Failure> {
-        let reply = self.send(&request, deadline);
-        self.clean &= matches!(reply, Ok(Reply::Ok(_)));
-        reply
+        self.send(&request, deadline)
     }
 
     /// The process that runs the worker's Python: the one started, or, where that was a
@@ -296,11 +291,6 @@ impl Link for Worker {
         }
         let _ = self.child.wait();
         self.requests = None;
-        self.clean = false;
-    }
-
-    fn clean(&self) -> bool {
-        self.clean
     }
 }
 
