@@ -144,10 +144,12 @@ impl<S: Spawner> Python<'_, S> {
             rtol: cfg.rtol,
             submission: None,
             env: None,
+            kernelbench: false,
         }
     }
 
-    /// Load the task in the reference worker and the submission in the candidate, at once; the
+    /// Load the task in the reference worker and the submission in the candidate, at once (for
+    /// KernelBench's trials alone with `kernelbench`: `kernelbench.environment`); the
     /// reference's failure decides first (it is not the submission's fault). Returns the task's
     /// constants and the candidate's reply.
     pub(super) fn load(
@@ -155,12 +157,15 @@ impl<S: Spawner> Python<'_, S> {
         task: &Task,
         sub: &Submission,
         slot: usize,
-        reference: &mut S::Worker,
-        candidate: &mut S::Worker,
+        (reference, candidate): (&mut S::Worker, &mut S::Worker),
         exchange: &Exchange,
+        kernelbench: bool,
     ) -> Result<(Map<String, Value>, Loaded), Failed> {
         let cfg = self.config;
-        let load = self.load_request(task);
+        let load = Load {
+            kernelbench,
+            ..self.load_request(task)
+        };
         let cand_load = Load {
             submission: Some(
                 stage_submission(sub, exchange, cfg.compat.as_ref())

@@ -34,6 +34,7 @@ mod annotate;
 mod build;
 mod decide;
 mod evidence;
+mod kernelbench;
 mod load;
 mod replies;
 mod stage;
@@ -198,6 +199,7 @@ impl<S: Spawner> Backend for Python<'_, S> {
             },
             None => self.attempts(task, submission, build, slot),
         };
+        self.kernelbench_environment(task, submission, slot, &mut eval);
         decide::conclude(&mut eval, &cause);
         eval.seconds = started.elapsed().as_secs_f64();
         let facts = self.facts.get(&task.id);
@@ -272,10 +274,17 @@ impl<S: Spawner> Python<'_, S> {
             exchange,
             ..
         } = pair;
-        eval.logs = self.claim_logs(sub, &logs);
+        eval.logs = self.claim_logs(sub, &logs, "");
 
         let started = Instant::now();
-        let loads = self.load(task, sub, slot, &mut reference, &mut candidate, &exchange);
+        let loads = self.load(
+            task,
+            sub,
+            slot,
+            (&mut reference, &mut candidate),
+            &exchange,
+            false,
+        );
         // A load that fails counts here too.
         eval.phases.load_s = started.elapsed().as_secs_f64();
         let (constants, loaded) = loads?;

@@ -62,6 +62,9 @@ pub struct Shipped {
     /// The first breach of the module contract the call's checks found, naming the check: a
     /// `contract` verdict where the reference finds the outputs right.
     pub contract: Option<String>,
+    /// In KernelBench's environment: the switches of its process before the call, which the
+    /// reference runs under (`kernelbench.environment`).
+    pub switches: Option<Map<String, Value>>,
 }
 
 impl Command for Trial {

@@ -64,10 +64,15 @@ impl<S: Spawner> Python<'_, S> {
     }
 
     /// A started pair's provisional logs (reference, candidate) renamed for the submission it
-    /// evaluates; the names the record keeps.
-    pub(super) fn claim_logs(&self, sub: &Submission, logs: &[PathBuf; 2]) -> Vec<String> {
-        let (ref_log, ref_rel) = self.log_path(sub, "reference");
-        let (cand_log, cand_rel) = self.log_path(sub, "candidate");
+    /// evaluates, the roles' names after `prefix`; the names the record keeps.
+    pub(super) fn claim_logs(
+        &self,
+        sub: &Submission,
+        logs: &[PathBuf; 2],
+        prefix: &str,
+    ) -> Vec<String> {
+        let (ref_log, ref_rel) = self.log_path(sub, &format!("{prefix}reference"));
+        let (cand_log, cand_rel) = self.log_path(sub, &format!("{prefix}candidate"));
         // The workers keep writing to the renamed files.
         let _ = std::fs::rename(&logs[0], &ref_log);
         let _ = std::fs::rename(&logs[1], &cand_log);

@@ -432,7 +432,8 @@ mod scripted {
         assert_eq!(eval.kernelbench_needed, Some(1.0));
 
         // A second call that fails ends the trial before its first outputs are compared:
-        // KernelBench, which makes no second call, has no verdict there.
+        // KernelBench, which makes no second call, gets its verdict from its trials run again
+        // alone (`kernelbench.environment`), which make none either.
         fn rerun_differs(request: &Request) -> Answer {
             match request {
                 Request::Trial(t) if t.deep => fake::err(error(
@@ -446,8 +447,95 @@ mod scripted {
         assert_eq!(eval.verdict, Verdict::Incorrect);
         assert_eq!(
             (eval.kernelbench_correct, eval.kernelbench_needed),
-            (None, None)
+            (Some(true), Some(0.0))
         );
+        let again = check(&eval, "kernelbench.environment");
+        assert_eq!(again.outcome, Outcome::Warn);
+        assert!(
+            again
+                .evidence
+                .starts_with("kbench's checks ended KernelBench's trial 0")
+                && again.evidence.ends_with(
+                    "in KernelBench's environment its 2 trials are correct at 1e-4 (they need 0)"
+                ),
+            "{}",
+            again.evidence
+        );
+        assert_eq!(eval.logs.len(), 4, "{:?}", eval.logs);
+    }
+
+    /// Where the reference's probe finds its outputs moved by PyTorch's own switches, KernelBench's
+    /// trials run again in a fresh pair loaded for them (`Load::kernelbench`), the reference under
+    /// the switches the candidate's process reported; their verdict is KernelBench's, and
+    /// kbench's own verdict is untouched. Without the warning no pair is started.
+    #[test]
+    fn kernelbench_trials_run_again_in_its_environment_where_it_matters() {
+        fn moved(request: &Request) -> Answer {
+            match request {
+                Request::Load(l) if l.kernelbench => {
+                    fake::ok(json!({"constants": {"batch_size": 4, "dim": 8}}))
+                }
+                Request::Check(c) if c.switches.is_some() => {
+                    assert_eq!(
+                        c.switches,
+                        Some(
+                            json!({"cudnn.benchmark": true})
+                                .as_object()
+                                .unwrap()
+                                .clone()
+                        )
+                    );
+                    fake::ok(json!({
+                        "correct": false, "reason": "not allclose at 0.0001 (needs 0.003)",
+                        "kernelbench_correct": false, "kernelbench_needed": 3e-3, "checks": [],
+                    }))
+                }
+                Request::Check(c) if c.deep => fake::ok(json!({
+                    "correct": true, "reason": "", "max_abs_diff": 0.0, "max_rel_diff": 0.0,
+                    "kernelbench_correct": true, "kernelbench_needed": 0.0,
+                    "checks": [{"name": "kernelbench.environment", "outcome": "warn",
+                                "evidence": "the reference's outputs move", "seconds": 0.0}],
+                })),
+                other => reference(other),
+            }
+        }
+        fn reports(request: &Request) -> Answer {
+            match request {
+                Request::Load(l) if l.kernelbench => {
+                    fake::ok(json!({"startup_s": 0.5, "kernels": [], "checks": []}))
+                }
+                Request::Trial(t)
+                    if t.out.ends_with("kernelbench0.pt") || t.out.ends_with("kernelbench1.pt") =>
+                {
+                    fake::ok(json!({"checks": [], "switches": {"cudnn.benchmark": true}}))
+                }
+                other => candidate(other),
+            }
+        }
+        let eval = evaluate(moved, reports);
+        assert_eq!((eval.verdict, eval.reason.as_str()), (Verdict::Pass, ""));
+        assert_eq!(
+            (eval.kernelbench_correct, eval.kernelbench_needed),
+            (Some(false), Some(3e-3))
+        );
+        let again = check(&eval, "kernelbench.environment");
+        assert_eq!(
+            again.evidence,
+            "the reference's outputs move; in KernelBench's environment not correct at 1e-4: trial 0: not allclose at 0.0001 (needs 0.003)"
+        );
+        assert_eq!(eval.logs.len(), 4);
+        assert!(
+            eval.logs[3].ends_with(".kernelbench-candidate.log"),
+            "{:?}",
+            eval.logs
+        );
+
+        let eval = evaluate(reference, candidate);
+        assert_eq!(eval.logs.len(), 2);
+        assert!(eval
+            .checks
+            .iter()
+            .all(|c| c.name != "kernelbench.environment"));
     }
 
     /// `kernelbench_needed` is the largest over KernelBench's trials, which go on past kbench's

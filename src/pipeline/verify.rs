@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
+use crate::config::Device;
 use crate::lanes::Hold;
 use crate::record::{merge_check, Check, Evaluation, Outcome, Trial};
 use crate::task::Task;
@@ -17,6 +18,7 @@ use crate::verdict::{Cause, ReferenceStep, Verdict};
 use crate::worker::request::{self, CheckOutputs, Perturb, Ping, Variant};
 use crate::worker::{Link, Reply};
 
+use super::kernelbench;
 use super::load::slot_compiled;
 use super::replies::Shipped;
 use super::stage::{ask, Handover};
@@ -182,6 +184,9 @@ impl<S: Spawner> Python<'_, S> {
                 Err(cause) => {
                     eval.kernelbench_correct = kernelbench_after(&cause);
                     eval.kernelbench_needed = eval.kernelbench_correct.map(|_| KERNELBENCH_NEVER);
+                    if let Some(check) = kernelbench::cut_short(index, &cause) {
+                        merge_check(&mut eval.checks, check);
+                    }
                     return Err(failed.unwrap_or(cause));
                 }
             };
@@ -439,6 +444,13 @@ impl<S: Spawner> Python<'_, S> {
                 candidate_out: PathBuf::new(),
                 ipc: None,
                 kernelbench_tolerance: plan.kernelbench.then_some(cfg.kernelbench_tolerance),
+                // Once, where a second call of the reference is harmless (a pure forward), and
+                // only a GPU has switches that change fp32 results.
+                kernelbench_probe: plan.kernelbench
+                    && plan.deep
+                    && plan.second_calls
+                    && cfg.device == Device::Cuda,
+                switches: None,
             })
         };
         let file = format!("trial{}.pt", plan.index);
@@ -482,7 +494,7 @@ const KERNELBENCH_LOOSEST: f64 = 1e-2;
 
 /// `Evaluation::kernelbench_needed` where no tolerance of KernelBench's versions passes (the
 /// worker's `reference.NEVER`).
-const KERNELBENCH_NEVER: f64 = 1.0;
+pub(super) const KERNELBENCH_NEVER: f64 = 1.0;
 
 /// KernelBench's verdict when one of its trials ended in `cause`: false where the kernel failed
 /// there (it raised, died, hung, handed over what cannot be compared); None where the trial

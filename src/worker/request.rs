@@ -210,6 +210,10 @@ pub struct Load {
     pub submission: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env: Option<BTreeMap<String, String>>,
+    /// `kernelbench.environment`: the worker runs KernelBench's trials alone, under PyTorch's
+    /// own switches and what the submission sets (none turned back to strict fp32).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub kernelbench: bool,
 }
 
 /// Inputs that differ from a plain trial's (`harness.make_inputs`): `kind` on the wire.
@@ -274,6 +278,12 @@ pub struct CheckOutputs {
     /// On KernelBench's trials: judge by KernelBench's rule too, at this tolerance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernelbench_tolerance: Option<f64>,
+    /// Run the reference once more under PyTorch's own switches (`kernelbench.environment`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub kernelbench_probe: bool,
+    /// In KernelBench's environment: the switches of the candidate's process before its call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switches: Option<Map<String, Value>>,
 }
 
 #[derive(Clone, Debug, Serialize)]

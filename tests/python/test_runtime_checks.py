@@ -1357,3 +1357,72 @@ def test_a_batchnorm_kernel_on_running_statistics_is_told_apart_from_a_wrong_one
     """
     _, checked = _check(tmp_path, task, wrong, deep=False, atol=1e-4, rtol=1e-4)
     assert not checked["correct"] and "BatchNorm" not in checked["reason"]
+
+
+# -- kernelbench.environment ----------------------------------------------------------------
+
+
+@pytest.fixture
+def switches_restored():
+    """These tests set process-wide switches; every later test gets them back as they were."""
+    saved = runtime.switches()
+    yield
+    runtime.set_switches(saved)
+
+
+def test_switches_travel_between_processes_as_read_and_nothing_else(switches_restored):
+    torch.backends.cudnn.benchmark = True
+    torch.set_float32_matmul_precision("high")
+    sent = runtime.switches()
+    assert sent["cudnn.benchmark"] is True and sent["float32_matmul_precision"] == "high"
+    runtime.strict_fp32()
+    torch.backends.cudnn.benchmark = False
+    runtime.set_switches(sent)
+    assert runtime.switches() == sent
+    # Names it does not know and values of another type are not applied.
+    runtime.set_switches({"cudnn.benchmark": "yes", "cudnn.enabled": False, "float32_matmul_precision": 3})
+    assert runtime.switches() == sent and torch.backends.cudnn.enabled
+
+
+KB_SWITCHING = """
+torch.backends.cudnn.benchmark = True
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        return torch.matmul(a, b) + OFFSET
+"""
+
+
+@pytest.mark.parametrize("offset, correct", [(0.0, True), (1.0, False)])
+def test_kernelbench_trials_alone_keep_the_submissions_switches_and_judge_by_allclose(tmp_path, switches_restored, offset, correct):
+    task = write(tmp_path, "mm.py", MATMUL_TASK)
+    sub = write(tmp_path, "sub.py", submission(f"OFFSET = {offset}\n" + textwrap.dedent(KB_SWITCHING)))
+    load = dict(device="cpu", precision="fp32", atol=1e-4, rtol=1e-4, task=str(task), set={}, kernelbench=True)
+    cand = Candidate(Load(submission=str(sub), **load))
+    ran, req = trial(cand, tmp_path)
+    # No check runs, and nothing is turned back: the switches before the call are the submission's.
+    assert ran["checks"] == [] and ran["switches"]["cudnn.benchmark"] is True
+    torch.backends.cudnn.benchmark = False
+    ref = Reference(Load(**load))
+    checked = ref.check(CheckOutputs(seed=req.seed, forward_seed=req.forward_seed, candidate_out=req.out, kernelbench_tolerance=1e-4, switches=ran["switches"]))
+    assert torch.backends.cudnn.benchmark is True
+    assert (checked["correct"], checked["kernelbench_correct"]) == (correct, correct)
+    assert checked["kernelbench_needed"] == (0.0 if correct else pytest.approx(1.0, abs=0.5))
+    assert checked["reason"] == ("" if correct else f"not allclose at 0.0001 (needs {checked['kernelbench_needed']:.3g})")
+
+
+def test_the_reference_probes_pytorchs_own_switches_on_request(tmp_path):
+    task = write(tmp_path, "mm.py", MATMUL_TASK)
+    body = """
+    class ModelNew(nn.Module):
+        def forward(self, a, b):
+            return torch.matmul(a, b)
+    """
+    cand = make_candidate(tmp_path, body, task=task, scale=None)
+    ran, req = trial(cand, tmp_path, deep=True)
+    ref = Reference(Load(device="cpu", precision="fp32", atol=1e-2, rtol=1e-2, task=str(task), set={}))
+    check = CheckOutputs(seed=req.seed, forward_seed=req.forward_seed, deep=True, candidate_out=req.out, kernelbench_tolerance=1e-4, kernelbench_probe=True)
+    checked = ref.check(check)
+    # On the CPU no switch changes fp32 results: the probe passes, and strict fp32 is back.
+    assert names(checked["checks"])["kernelbench.environment"] == "pass"
+    assert runtime.switches()["float32_matmul_precision"] == "highest"

@@ -34,8 +34,12 @@ class Candidate:
         os.environ.update(req.env or {})
         overrides = taskfile.overrides(req.task, req.scale, req.set)
         self.task = harness.load_task(req.task, overrides)
+        # `kernelbench.environment`: KernelBench's trials alone, under PyTorch's own switches and
+        # whatever the submission sets (none turned back), as in KernelBench's eval.
+        self.kernelbench = req.kernelbench
         # Baselines before the submission runs: threads of torch's own pools, true fp32, the L2 limit.
-        runtime.strict_fp32()
+        if not self.kernelbench:
+            runtime.strict_fp32()
         runtime.warm_thread_pools(self.device)
         self.threads = runtime.Threads()
         self.l2 = runtime.L2Limit() if self.cuda else None
@@ -54,7 +58,8 @@ class Candidate:
         self.model = harness.build(cls, self.init, self.device, self.precision)
         kernels.phase = "forward"
         self.checks = checks.Log()  # what the import and the constructor did
-        self.checks.run("precision.tf32_flags", runtime.tf32_flags)
+        if not self.kernelbench:
+            self.checks.run("precision.tf32_flags", runtime.tf32_flags)
         self.timed = None
         self.shared = None
         self.perturbed = None  # the seed of `params.perturbation`, once applied
@@ -64,6 +69,8 @@ class Candidate:
         """Run one call under the runtime checks (with ``deep``, the expensive ones too) and hand
         its outputs and its (possibly modified) inputs to kbench."""
         self.shared = None
+        if self.kernelbench:
+            return self.kernelbench_trial(req)
         harness.release_memory(self.device)
         log = checks.Log()
         inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision, req.variant)
@@ -76,6 +83,16 @@ class Candidate:
         # A breach of the module contract is kbench's to judge once the outputs are compared.
         reply["contract"] = log.breach
         return {**reply, **self.hand_over(out, inputs, req)}
+
+    def kernelbench_trial(self, req):
+        """One of KernelBench's trials as its eval runs it: a plain call, no check, the switches
+        left as they are. The reply carries the switches as they were before the call, which
+        KernelBench's reference (run first, in this process) would have run under."""
+        before = runtime.switches()
+        inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision)
+        out = harness.forward(self.model, inputs, req.forward_seed)
+        harness.synchronize(self.device)
+        return {"switches": before, "checks": [], **self.hand_over(out, inputs, req)}
 
     def hand_over(self, out, inputs, req):
         """Outputs and the post-call inputs, for the reference worker: CUDA IPC views kept alive

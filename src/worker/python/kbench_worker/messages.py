@@ -108,6 +108,7 @@ class Load:
     scale: Optional[str] = None
     submission: Optional[str] = None
     env: Optional[dict[str, str]] = None
+    kernelbench: bool = False
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,8 @@ class CheckOutputs:
     deep: bool = False
     ipc: Any = None
     kernelbench_tolerance: Optional[float] = None
+    kernelbench_probe: bool = False
+    switches: Optional[dict[str, Any]] = None
 
 
 @dataclass(frozen=True)
@@ -358,6 +361,7 @@ class Shipped(TypedDict, total=False):
     compiled: Optional[list[str]]
     contract: Optional[str]
     ipc: Any
+    switches: Optional[dict[str, Any]]
 
 
 class Checked(TypedDict, total=False):

@@ -192,6 +192,10 @@ def _handed_over(step, *args):
         raise harness.OutputTypeError(f"checking what the candidate handed over raised {cause.line(exc)}") from exc
 
 
+def _floating(x):
+    return isinstance(x, torch.Tensor) and x.is_floating_point()
+
+
 class TransferError(RuntimeError):
     """The candidate's outputs could not be received by IPC (not a verdict on the kernel)."""
 
@@ -202,7 +206,11 @@ class Reference:
         self.precision = req.precision
         self.atol = req.atol
         self.rtol = req.rtol
-        runtime.strict_fp32()
+        # `kernelbench.environment`: this worker judges KernelBench's trials alone, under the
+        # switches of KernelBench's process (PyTorch's own, and what the candidate set).
+        self.kernelbench = req.kernelbench
+        if not self.kernelbench:
+            runtime.strict_fp32()
         self.task = harness.load_task(req.task, taskfile.overrides(req.task, req.scale, req.set))
         # `precision.fp32_accumulation`: the task declares how its outputs are judged.
         self.accumulation = getattr(self.task, "KBENCH_JUDGE", None) == "fp32_accumulation"
@@ -241,6 +249,8 @@ class Reference:
             raise harness.OutputTypeError(f"the candidate's outputs could not be read: {exc}") from exc
 
     def check(self, req):
+        if self.kernelbench:
+            return self.kernelbench_check(req)
         harness.release_memory(self.device)
         log = checks.Log()
         inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision, req.variant)
@@ -265,6 +275,8 @@ class Reference:
         if req.kernelbench_tolerance is not None:
             result["kernelbench_correct"] = _handed_over(kernelbench_correct, ref, cand, req.kernelbench_tolerance)
             result["kernelbench_needed"] = _handed_over(kernelbench_needed, ref, cand)
+        if req.kernelbench_probe:
+            self.probe_environment(req, ref, log)
         if result["correct"] and changed:
             # Right values, written into the caller's inputs: a breach of the module contract.
             result["contract"] = f"inputs.integrity: forward modified its input(s) {changed}"
@@ -273,6 +285,55 @@ class Reference:
         # out of memory while this worker still cached its last outputs and inputs).
         harness.release_memory(self.device)
         return {**result, "checks": log.entries()}
+
+    def kernelbench_check(self, req):
+        """One of KernelBench's trials judged as its eval judges it (`kernelbench_correct`, and
+        the tolerance it needs), the reference run under the switches the candidate's process
+        had before its call; nothing else is checked."""
+        runtime.set_switches(req.switches or {})
+        inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision)
+        cand, _ = self.receive(req)
+        ref = harness.forward(self.model, inputs, req.forward_seed)
+        del inputs
+        try:
+            correct = _handed_over(kernelbench_correct, ref, cand, req.kernelbench_tolerance)
+            needed = _handed_over(kernelbench_needed, ref, cand)
+        except harness.OutputTypeError as exc:
+            correct, needed, reason = False, NEVER, str(exc)
+        else:
+            reason = "" if correct else f"not allclose at {req.kernelbench_tolerance:g} (needs {needed:.3g})"
+        del ref, cand
+        harness.release_memory(self.device)
+        return {"correct": correct, "reason": reason, "kernelbench_correct": correct, "kernelbench_needed": needed, "checks": []}
+
+    def probe_environment(self, req, ref, log):
+        """`kernelbench.environment`: whether the reference's outputs change under PyTorch's own
+        switches (cuDNN allows TF32 by default), which KernelBench's eval runs it under. Where
+        they do, kbench's strict-fp32 trials cannot stand for KernelBench's, and kbench runs
+        those again in KernelBench's environment. One more call of the reference, on a task
+        whose forward is a pure function (the caller's choice), on the trial's inputs."""
+        started = time.perf_counter()
+        inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision, req.variant)
+        runtime.set_switches(runtime.DEFAULTS)
+        try:
+            again = harness.forward(self.model, inputs, req.forward_seed)
+        finally:
+            runtime.strict_fp32()
+        pairs = zip(outputs.tensors(ref), outputs.tensors(again))
+        moved = max(
+            (
+                (ap.double() - rp.double()).abs().nan_to_num(nan=0.0).max().item()
+                for r, a in pairs
+                if _floating(r) and r.numel() and r.shape == a.shape
+                for rp, ap in _chunks(r, a)
+            ),
+            default=0.0,
+        )
+        del inputs, again
+        if moved == 0.0:
+            log.add("kernelbench.environment", "pass", "PyTorch's default switches leave the reference's outputs unchanged", time.perf_counter() - started)
+        else:
+            log.add("kernelbench.environment", "warn", f"under PyTorch's default switches (cuDNN TF32) the reference's outputs move by up to {moved:.3g}: KernelBench's trials run again in its environment", time.perf_counter() - started)
 
     def check_kept(self, req):
         """`timing.timed_output_check`: the output of one timed call, read from the candidate's
