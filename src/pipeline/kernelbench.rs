@@ -1,15 +1,16 @@
 //! `kernelbench.environment`: KernelBench's trials run again as its eval runs them, where
 //! kbench's own trials cannot stand for them. kbench judges in strict fp32 and checks every
 //! call; KernelBench's eval runs the reference and the candidate in one process under PyTorch's
-//! own switches (cuDNN allows TF32) and whatever the candidate sets, and compares each call's
-//! outputs and nothing else. Where that environment changes the reference's outputs (the
-//! reference worker's probe on the first trial), the candidate switched TF32 on, or kbench's own
-//! checks ended a trial before its outputs were compared, a fresh pair of workers loads the task
-//! and the submission in KernelBench's environment and runs its trials alone, on the same
-//! inputs: their verdict is `kernelbench_correct`. kbench's verdict is not touched.
+//! own switches (on a GPU cuDNN allows TF32, so a candidate's convolution in another layout or by
+//! another algorithm moves by 1e-3) and whatever the candidate sets, and compares each call's
+//! outputs and nothing else. On a GPU, and wherever kbench's own checks ended a trial before its
+//! outputs were compared, a fresh pair of workers loads the task and the submission in
+//! KernelBench's environment and runs its trials alone, on the same inputs: their verdict is
+//! `kernelbench_correct`. kbench's verdict is not touched.
 
 use std::time::Instant;
 
+use crate::config::Device;
 use crate::record::{Check, Evaluation, Outcome};
 use crate::submission::Submission;
 use crate::task::Task;
@@ -40,16 +41,15 @@ pub(super) fn cut_short(index: u32, cause: &Cause) -> Option<Check> {
     })
 }
 
-/// Whether KernelBench's verdict needs its own trials: the probe or a cut-short trial said so
-/// (`NAME` warns), or the candidate switched TF32 on (`precision.tf32_flags` warns) where
-/// kbench's trials gave a verdict.
-fn needed(eval: &Evaluation) -> bool {
-    let warned = |name: &str| {
-        eval.checks
-            .iter()
-            .any(|c| c.name == name && c.outcome == Outcome::Warn)
-    };
-    warned(NAME) || (warned("precision.tf32_flags") && eval.kernelbench_correct.is_some())
+/// Whether KernelBench's verdict needs its own trials: a trial cut short (`NAME` warns), or on a
+/// GPU wherever kbench's trials gave KernelBench's verdict (not after a failed build or load, or
+/// a skip).
+fn needed(eval: &Evaluation, device: Device) -> bool {
+    let cut_short = eval
+        .checks
+        .iter()
+        .any(|c| c.name == NAME && c.outcome == Outcome::Warn);
+    cut_short || (device == Device::Cuda && eval.kernelbench_correct.is_some())
 }
 
 /// What KernelBench's trials alone found: its verdict and the tolerance it needs, or None where
@@ -70,7 +70,7 @@ impl<S: Spawner> Python<'_, S> {
         slot: usize,
         eval: &mut Evaluation,
     ) {
-        if !needed(eval) {
+        if !needed(eval, self.config.device) {
             return;
         }
         let started = Instant::now();
@@ -88,9 +88,9 @@ impl<S: Spawner> Python<'_, S> {
             }
             None => eval.checks.push(Check {
                 name: NAME.into(),
-                outcome: Outcome::Warn,
+                outcome: Outcome::Pass,
                 evidence: format!(
-                    "the submission switched TF32 on: KernelBench's trials run again in its environment; {}",
+                    "on a GPU KernelBench's eval runs under PyTorch's own switches (cuDNN TF32): {}",
                     found.evidence
                 ),
                 seconds,
@@ -188,7 +188,6 @@ impl<S: Spawner> Python<'_, S> {
                     candidate_out: Default::default(),
                     ipc: None,
                     kernelbench_tolerance: Some(tolerance),
-                    kernelbench_probe: false,
                     switches: ran.switches.clone(),
                 })
             };

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use crate::config::Device;
 use crate::lanes::Hold;
 use crate::record::{merge_check, Check, Evaluation, Outcome, Trial};
 use crate::task::Task;
@@ -444,12 +443,6 @@ impl<S: Spawner> Python<'_, S> {
                 candidate_out: PathBuf::new(),
                 ipc: None,
                 kernelbench_tolerance: plan.kernelbench.then_some(cfg.kernelbench_tolerance),
-                // Once, where a second call of the reference is harmless (a pure forward), and
-                // only a GPU has switches that change fp32 results.
-                kernelbench_probe: plan.kernelbench
-                    && plan.deep
-                    && plan.second_calls
-                    && cfg.device == Device::Cuda,
                 switches: None,
             })
         };

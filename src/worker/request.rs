@@ -278,9 +278,6 @@ pub struct CheckOutputs {
     /// On KernelBench's trials: judge by KernelBench's rule too, at this tolerance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernelbench_tolerance: Option<f64>,
-    /// Run the reference once more under PyTorch's own switches (`kernelbench.environment`).
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub kernelbench_probe: bool,
     /// In KernelBench's environment: the switches of the candidate's process before its call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub switches: Option<Map<String, Value>>,

@@ -68,9 +68,9 @@ class Candidate:
     def trial(self, req):
         """Run one call under the runtime checks (with ``deep``, the expensive ones too) and hand
         its outputs and its (possibly modified) inputs to kbench."""
-        self.shared = None
         if self.kernelbench:
             return self.kernelbench_trial(req)
+        self.shared = None
         harness.release_memory(self.device)
         log = checks.Log()
         inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision, req.variant)
@@ -87,11 +87,15 @@ class Candidate:
     def kernelbench_trial(self, req):
         """One of KernelBench's trials as its eval runs it: a plain call, no check, the switches
         left as they are. The reply carries the switches as they were before the call, which
-        KernelBench's reference (run first, in this process) would have run under."""
+        KernelBench's reference (run first, in this process) would have run under. As in its
+        loop, a trial's inputs are made while the last trial's are still held, so they lie at
+        other addresses (a CUDA graph that kept its first call's input addresses reads stale
+        ones there)."""
         before = runtime.switches()
         inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision)
         out = harness.forward(self.model, inputs, req.forward_seed)
         harness.synchronize(self.device)
+        self.shared = None
         return {"switches": before, "checks": [], **self.hand_over(out, inputs, req)}
 
     def hand_over(self, out, inputs, req):
@@ -100,11 +104,15 @@ class Candidate:
         tensors = tuple(x for x in inputs if isinstance(x, torch.Tensor))
         if req.transport == "ipc":
             try:
-                ipc = {"outputs": transfer.export_cuda(out), "inputs": transfer.export_cuda(tensors)}
-                self.shared = (out, inputs)
+                # Copies in memory of this worker's own: a CUDA graph's private pool (torch.compile's
+                # CUDA graph trees) shared by IPC breaks that pool ("invalid device pointer" in a
+                # later call), and KernelBench, which shares nothing, never sees that.
+                sent = _copies(out)
+                ipc = {"outputs": transfer.export_cuda(sent), "inputs": transfer.export_cuda(tensors)}
+                self.shared = (sent, inputs)
                 return {"ipc": ipc}
-            except TypeError:
-                pass  # not plain CUDA tensors: the file path below checks and reports them
+            except (TypeError, torch.cuda.OutOfMemoryError):
+                pass  # not plain CUDA tensors, or no room to copy: the file path below checks and sends them
         torch.save({"outputs": harness.to_host(out), "inputs": harness.to_host(tensors)}, req.out)
         return {}
 
@@ -264,6 +272,14 @@ def verify(candidate):
     changed = candidate.snapshot.changed() if candidate is not None else []
     if changed:
         raise TamperError(f"integrity.monkeypatch_snapshot: the submission rebound {', '.join(changed[:8])}")
+
+
+def _copies(out):
+    """The plain CUDA tensors among the outputs copied (anything else left for `export_cuda` to
+    refuse), in the same container."""
+    if isinstance(out, (tuple, list)):
+        return (list if type(out) is list else tuple)(_copies(t) for t in out)
+    return out.detach().clone() if type(out) is torch.Tensor and out.is_cuda else out
 
 
 def load_error(exc):

@@ -151,7 +151,6 @@ class CheckOutputs:
     deep: bool = False
     ipc: Any = None
     kernelbench_tolerance: Optional[float] = None
-    kernelbench_probe: bool = False
     switches: Optional[dict[str, Any]] = None
 
 

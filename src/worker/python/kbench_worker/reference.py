@@ -192,10 +192,6 @@ def _handed_over(step, *args):
         raise harness.OutputTypeError(f"checking what the candidate handed over raised {cause.line(exc)}") from exc
 
 
-def _floating(x):
-    return isinstance(x, torch.Tensor) and x.is_floating_point()
-
-
 class TransferError(RuntimeError):
     """The candidate's outputs could not be received by IPC (not a verdict on the kernel)."""
 
@@ -275,8 +271,6 @@ class Reference:
         if req.kernelbench_tolerance is not None:
             result["kernelbench_correct"] = _handed_over(kernelbench_correct, ref, cand, req.kernelbench_tolerance)
             result["kernelbench_needed"] = _handed_over(kernelbench_needed, ref, cand)
-        if req.kernelbench_probe:
-            self.probe_environment(req, ref, log)
         if result["correct"] and changed:
             # Right values, written into the caller's inputs: a breach of the module contract.
             result["contract"] = f"inputs.integrity: forward modified its input(s) {changed}"
@@ -305,35 +299,6 @@ class Reference:
         del ref, cand
         harness.release_memory(self.device)
         return {"correct": correct, "reason": reason, "kernelbench_correct": correct, "kernelbench_needed": needed, "checks": []}
-
-    def probe_environment(self, req, ref, log):
-        """`kernelbench.environment`: whether the reference's outputs change under PyTorch's own
-        switches (cuDNN allows TF32 by default), which KernelBench's eval runs it under. Where
-        they do, kbench's strict-fp32 trials cannot stand for KernelBench's, and kbench runs
-        those again in KernelBench's environment. One more call of the reference, on a task
-        whose forward is a pure function (the caller's choice), on the trial's inputs."""
-        started = time.perf_counter()
-        inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision, req.variant)
-        runtime.set_switches(runtime.DEFAULTS)
-        try:
-            again = harness.forward(self.model, inputs, req.forward_seed)
-        finally:
-            runtime.strict_fp32()
-        pairs = zip(outputs.tensors(ref), outputs.tensors(again))
-        moved = max(
-            (
-                (ap.double() - rp.double()).abs().nan_to_num(nan=0.0).max().item()
-                for r, a in pairs
-                if _floating(r) and r.numel() and r.shape == a.shape
-                for rp, ap in _chunks(r, a)
-            ),
-            default=0.0,
-        )
-        del inputs, again
-        if moved == 0.0:
-            log.add("kernelbench.environment", "pass", "PyTorch's default switches leave the reference's outputs unchanged", time.perf_counter() - started)
-        else:
-            log.add("kernelbench.environment", "warn", f"under PyTorch's default switches (cuDNN TF32) the reference's outputs move by up to {moved:.3g}: KernelBench's trials run again in its environment", time.perf_counter() - started)
 
     def check_kept(self, req):
         """`timing.timed_output_check`: the output of one timed call, read from the candidate's

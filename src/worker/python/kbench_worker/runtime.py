@@ -328,10 +328,6 @@ def set_switches(found):
             continue
 
 
-# PyTorch's own switches (cuDNN allows TF32), read as the worker starts, before kbench sets any.
-DEFAULTS = switches()
-
-
 def _tf32_on():
     """The TF32 switches that are on (a getter that raises means legacy and new APIs were
     mixed, which only happens when something set one)."""
