@@ -77,6 +77,8 @@ pub struct Worker {
     replies: Receiver<std::io::Result<String>>,
     /// The key its replies are signed with (`protocol::key`).
     key: String,
+    /// No request failed or was answered with an error, and it was not killed (`Link::clean`).
+    clean: bool,
     drains: Vec<JoinHandle<()>>,
 }
 
@@ -212,6 +214,7 @@ impl Worker {
             replies,
             drains,
             key,
+            clean: true,
         })
     }
 
@@ -264,7 +267,9 @@ impl Worker {
 
 impl Link for Worker {
     fn exchange(&mut self, request: Request, deadline: Duration) -> Result<Reply, Failure> {
-        self.send(&request, deadline)
+        let reply = self.send(&request, deadline);
+        self.clean &= matches!(reply, Ok(Reply::Ok(_)));
+        reply
     }
 
     /// The process that runs the worker's Python: the one started, or, where that was a
@@ -291,6 +296,11 @@ impl Link for Worker {
         }
         let _ = self.child.wait();
         self.requests = None;
+        self.clean = false;
+    }
+
+    fn clean(&self) -> bool {
+        self.clean
     }
 }
 
