@@ -105,6 +105,9 @@ pub struct Python<'a, S: Spawner = Processes> {
     /// Per slot, reference and candidate workers started ahead of need (Python, torch and the
     /// CUDA context take seconds), each candidate worker used for one evaluation only.
     ready: Vec<Mutex<VecDeque<Pair<S::Worker>>>>,
+    /// Whether a task's reference worker may serve its next candidates (`reuse`): only when
+    /// candidates run confined.
+    reuse: bool,
     /// Per slot, reference workers kept for their tasks' next candidates (`reuse`).
     kept: KeptSlots<S::Worker>,
     /// Per task, the evaluations still to start (`reuse`).
@@ -152,6 +155,7 @@ impl<'a> Python<'a> {
             ready: (0..config.slots())
                 .map(|_| Mutex::new(VecDeque::new()))
                 .collect(),
+            reuse: confinement.confines(),
             kept: (0..config.slots()).map(|_| Mutex::default()).collect(),
             left: Left::default(),
             started: AtomicUsize::new(0),

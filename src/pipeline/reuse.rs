@@ -36,10 +36,17 @@ pub(super) struct Kept<W> {
 }
 
 impl<S: Spawner> Python<'_, S> {
-    /// The evaluations of each task in the run, none started yet.
+    /// The evaluations of each task in the run, none started yet; none when candidates run
+    /// unconfined, so that no reference worker is kept. Unconfined, a candidate reaches its
+    /// reference process (signals, `/proc`, its pipes: the `cheat_*_reference.py` fixtures)
+    /// and may change it without any request failing, so `Link::clean` cannot tell that it is
+    /// fit to judge the next candidate.
     pub(super) fn expect_work(&self, work: &[(Task, Submission)]) {
         let mut left = self.left.lock().expect("reuse lock");
         left.clear();
+        if !self.reuse {
+            return;
+        }
         for (task, _) in work {
             *left.entry(task.path.clone()).or_default() += 1;
         }

@@ -225,6 +225,7 @@ mod scripted {
             gates: vec![Gate::default()],
             facts,
             timing_cpus: Vec::new(),
+            reuse: true,
             confinement,
             annotations: Annotations::new(
                 [("1_relu.py".to_string(), vec![finding()])].into(),
@@ -939,6 +940,7 @@ mod scripted {
         fn evaluate_all(
             files: &[&str],
             fails: fn(&Request, usize, usize) -> Option<Answer>,
+            reuse: bool,
         ) -> (Vec<Verdict>, Vec<usize>, Vec<usize>) {
             let dir = tempfile::tempdir().unwrap();
             let config = config(dir.path());
@@ -950,7 +952,10 @@ mod scripted {
                 loads: loads.clone(),
                 candidates: candidates.clone(),
             };
-            let python = backend(&config, &facts, spawned);
+            let python = Python {
+                reuse,
+                ..backend(&config, &facts, spawned)
+            };
             let (task, honest) = pair(dir.path());
             let work: Vec<(Task, Submission)> = files
                 .iter()
@@ -985,7 +990,7 @@ mod scripted {
         /// reference that erred is retired (with the candidate workers started beside it), and
         /// one that cannot load the task again is replaced before the candidate is judged. The
         /// refill starts one spare pair, whose workers load nothing unless a reference is
-        /// replaced.
+        /// replaced. Unconfined, every candidate gets a fresh pair.
         #[test]
         fn a_tasks_candidates_share_a_clean_reference_worker() {
             use Verdict::{Cheat, Crashed, Pass, Skipped};
@@ -997,7 +1002,7 @@ mod scripted {
                 &'static [usize],
                 usize,
             );
-            let cases: [Case; 5] = [
+            let cases: [Case; 6] = [
                 (
                     "honest",
                     &["a.py", "b.py", "c.py", "d.py"],
@@ -1005,6 +1010,14 @@ mod scripted {
                     &[Pass; 4],
                     &[4, 0],
                     5,
+                ),
+                (
+                    "unconfined",
+                    &["a.py", "b.py", "c.py"],
+                    never,
+                    &[Pass; 3],
+                    &[1, 1, 1, 0],
+                    4,
                 ),
                 (
                     "crash",
@@ -1042,7 +1055,7 @@ mod scripted {
                 ),
             ];
             for (name, files, fails, verdicts, served, started) in cases {
-                let (got, loads, candidates) = evaluate_all(files, fails);
+                let (got, loads, candidates) = evaluate_all(files, fails, name != "unconfined");
                 assert_eq!(got, verdicts, "{name}");
                 assert_eq!(loads, served, "{name}");
                 assert_eq!(candidates.len(), started, "{name}: {candidates:?}");
