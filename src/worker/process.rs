@@ -367,7 +367,7 @@ mod tests {
     use std::sync::mpsc;
     use std::time::{Duration, Instant};
 
-    use super::{Failure, Link, Spawn, Worker};
+    use super::{Link, Spawn, Worker};
     use crate::worker::request::{Exit, Request};
 
     /// A worker that runs `script` in `sh`, in `dir`.
@@ -409,17 +409,26 @@ mod tests {
     fn a_process_that_left_the_group_holding_the_pipes_keeps_nothing_waiting() {
         let dir = tempfile::tempdir().unwrap();
         let daemon = "setsid sleep 60 & echo $! > daemon.pid";
-        let cases: [(&str, fn(Worker) -> String); 2] = [
-            ("; sleep 60", |w| {
-                w.finish();
-                "finished".into()
-            }),
-            ("; exit 3", |mut w| {
-                let request = Request::Exit(Exit {});
-                format!("{:?}", w.exchange(request, Duration::from_secs(60)))
-            }),
+        type Case = (&'static str, fn(Worker) -> String, &'static str);
+        let cases: [Case; 2] = [
+            (
+                "; sleep 60",
+                |w| {
+                    w.finish();
+                    "finished".into()
+                },
+                "finished",
+            ),
+            (
+                "; exit 3",
+                |mut w| {
+                    let request = Request::Exit(Exit {});
+                    format!("{:?}", w.exchange(request, Duration::from_secs(60)))
+                },
+                r#"Err(Exited("exit code 3"))"#,
+            ),
         ];
-        for (rest, act) in cases {
+        for (rest, act, want) in cases {
             let worker = shell(dir.path(), &format!("{daemon}{rest}"));
             let pid = written_pid(dir.path(), "daemon.pid");
             std::fs::remove_file(dir.path().join("daemon.pid")).unwrap();
@@ -427,11 +436,7 @@ mod tests {
             std::thread::spawn(move || tx.send(act(worker)));
             let got = rx.recv_timeout(Duration::from_secs(5));
             end(pid);
-            let want = match rest {
-                "; exit 3" => format!("{:?}", Err::<(), _>(Failure::Exited("exit code 3".into()))),
-                _ => "finished".into(),
-            };
-            assert_eq!(got, Ok(want), "{rest}");
+            assert_eq!(got, Ok(want.to_string()), "{rest}");
         }
     }
 

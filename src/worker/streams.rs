@@ -207,7 +207,8 @@ mod tests {
     /// What the reply reader hands over of what a worker wrote before its pipe ended.
     #[test]
     fn reply_lines_are_read_whole_and_a_cut_or_broken_line_ends_them() {
-        let cases: [(&[u8], &[Result<&str, ()>]); 5] = [
+        type Case = (&'static [u8], &'static [Result<&'static str, ()>]);
+        let cases: [Case; 5] = [
             (b"", &[]),
             (b"a\nbc\n", &[Ok("a\n"), Ok("bc\n")]),
             (b"a\nbc", &[Ok("a\n"), Err(())]),
