@@ -16,8 +16,10 @@ use std::time::{Duration, Instant};
 use super::link::Link;
 use super::protocol::{self, Reply};
 use super::request::{Exit, Request};
-use super::streams::{drain, pipe, read_replies, Stop, POLL};
+use super::streams::{drain, pipe, read_replies, Stop};
 
+/// How often a request's wait looks whether the worker's process has ended.
+const EXIT_CHECK: Duration = Duration::from_millis(100);
 /// How long the reader of a worker whose process has ended may take to hand over what it wrote
 /// before it ended (already in the pipe).
 const LAST_WORDS: Duration = Duration::from_millis(200);
@@ -89,6 +91,7 @@ impl Worker {
     pub fn spawn(spec: &Spawn) -> std::io::Result<Worker> {
         let (req_read, req_write) = pipe()?;
         let (rep_read, rep_write) = pipe()?;
+        let stop = Stop::new()?;
         let log = File::create(&spec.log)?;
         let mut cmd = Command::new(&spec.python);
         // A venv's tools (ninja, nvcc from pip) sit beside its python: put them on PATH, as
@@ -141,7 +144,6 @@ impl Worker {
         drop(req_read);
         drop(rep_write);
         let log = Arc::new(Mutex::new((log, 0u64)));
-        let stop = Stop::default();
         let drains = vec![
             drain(
                 child.stdout.take().expect("piped stdout"),
@@ -202,10 +204,10 @@ impl Worker {
         let until = Instant::now() + deadline;
         loop {
             let left = until.saturating_duration_since(Instant::now());
-            match self.replies.recv_timeout(left.min(POLL)) {
+            match self.replies.recv_timeout(left.min(EXIT_CHECK)) {
                 Ok(line) => return Ok(line),
                 Err(RecvTimeoutError::Disconnected) => return Err(Failure::Exited(self.reap())),
-                Err(RecvTimeoutError::Timeout) if left <= POLL => {
+                Err(RecvTimeoutError::Timeout) if left <= EXIT_CHECK => {
                     self.kill();
                     return Err(Failure::Timeout(deadline));
                 }

@@ -1,13 +1,12 @@
 //! A worker's pipes as kbench reads them: its stdout and stderr into a capped log (`drain`), its
-//! reply lines (`read_replies`). Every read waits at most `POLL` before the reader looks whether
-//! it was told to stop (`Stop`): the end of a worker is its process group's death, never its
-//! pipes' end of file, which a process that left the group (a daemon an unconfined submission
-//! started) can hold off for ever.
+//! reply lines (`read_replies`). Each reader waits on its pipe and on the worker's `Stop` at
+//! once: the end of a worker is its process group's death (`Worker::kill`), never its pipes' end
+//! of file, which a process that left the group (a daemon an unconfined submission started) can
+//! hold off for ever. Told to stop, a reader takes what the pipe already holds and ends.
 
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -17,8 +16,6 @@ use std::time::{Duration, Instant};
 const LOG_CAP_BYTES: u64 = 4 << 20;
 /// Longest reply line accepted; a longer one is a protocol failure, not an allocation.
 const MAX_REPLY_BYTES: usize = 64 << 20;
-/// Longest wait of one read before the reader looks whether it was told to stop.
-pub(super) const POLL: Duration = Duration::from_millis(50);
 /// How long a reader told to stop goes on reading what keeps coming (a process outside the
 /// worker's group writing without pause).
 const STOP_GRACE: Duration = Duration::from_millis(500);
@@ -35,31 +32,33 @@ pub(super) fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// Tells a worker's readers that the worker is gone: each reads what its pipe already holds,
-/// then ends.
-#[derive(Clone, Default)]
-pub(super) struct Stop(Arc<AtomicBool>);
+/// Tells a worker's readers that the worker is gone: an eventfd that each reader polls beside
+/// its pipe, so an idle reader does not wake until its pipe has data or it is stopped.
+#[derive(Clone)]
+pub(super) struct Stop(Arc<OwnedFd>);
 
 impl Stop {
+    pub(super) fn new() -> std::io::Result<Stop> {
+        // SAFETY: eventfd returns a new fd or -1.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: the fd was just created and nothing else owns it.
+        Ok(Stop(Arc::new(unsafe { OwnedFd::from_raw_fd(fd) })))
+    }
+
+    /// Stop the readers (they stay stopped: nothing reads the count back).
     pub(super) fn set(&self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-
-    fn is_set(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: an 8-byte write to an eventfd this value owns.
+        unsafe {
+            libc::write(self.0.as_raw_fd(), one.as_ptr().cast(), one.len());
+        }
     }
 }
 
-/// What one read gave.
-enum Chunk {
-    Data(usize),
-    /// Nothing within `POLL`.
-    Idle,
-    /// End of file, or a read error.
-    End,
-}
-
-/// A pipe's read end, read without blocking for longer than `POLL`.
+/// A pipe's read end, read until it ends or its `Stop`.
 struct Reader {
     file: File,
     stop: Stop,
@@ -70,12 +69,11 @@ struct Reader {
 impl Reader {
     fn new(pipe: impl Into<OwnedFd>, stop: Stop) -> Reader {
         let file = File::from(pipe.into());
-        let fd = file.as_raw_fd();
         // SAFETY: plain fcntl on an fd this reader owns. Non-blocking, a read after poll cannot
         // wait, even if the data it announced is gone.
         unsafe {
-            let flags = libc::fcntl(fd, libc::F_GETFL);
-            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+            let flags = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
+            libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
         }
         Reader {
             file,
@@ -84,54 +82,45 @@ impl Reader {
         }
     }
 
-    /// The next chunk, waiting at most `POLL`; `None` once the pipe ended, or once told to stop
-    /// and the pipe is idle (or `STOP_GRACE` passed).
+    /// The next chunk; `None` once the pipe ended, or once stopped and the pipe holds nothing
+    /// (or `STOP_GRACE` passed).
     fn next(&mut self, buf: &mut [u8]) -> Option<usize> {
         loop {
-            if self.stop.is_set() {
-                let since = *self.stopped.get_or_insert_with(Instant::now);
-                if since.elapsed() > STOP_GRACE {
-                    return None;
+            if self.stopped.is_some_and(|at| at.elapsed() > STOP_GRACE) {
+                return None;
+            }
+            let mut fds = [self.file.as_raw_fd(), self.stop.0.as_raw_fd()].map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+            let wait = if self.stopped.is_some() { 0 } else { -1 };
+            // SAFETY: two pollfds, valid for the call.
+            if unsafe { libc::poll(fds.as_mut_ptr(), 2, wait) } < 0 {
+                match std::io::Error::last_os_error().kind() {
+                    std::io::ErrorKind::Interrupted => continue,
+                    _ => return None,
                 }
             }
-            match self.read(buf) {
-                Chunk::Data(n) => return Some(n),
-                Chunk::End => return None,
-                Chunk::Idle if self.stop.is_set() => return None,
-                Chunk::Idle => {}
+            if fds[1].revents != 0 && self.stopped.is_none() {
+                self.stopped = Some(Instant::now());
             }
-        }
-    }
-
-    fn read(&mut self, buf: &mut [u8]) -> Chunk {
-        let mut poll = libc::pollfd {
-            fd: self.file.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one pollfd, valid for the call.
-        let ready = unsafe { libc::poll(&mut poll, 1, POLL.as_millis() as libc::c_int) };
-        if ready == 0 {
-            return Chunk::Idle;
-        }
-        if ready < 0 {
-            return match std::io::Error::last_os_error().kind() {
-                std::io::ErrorKind::Interrupted => Chunk::Idle,
-                _ => Chunk::End,
-            };
-        }
-        match self.file.read(buf) {
-            Ok(0) => Chunk::End,
-            Ok(n) => Chunk::Data(n),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-                ) =>
-            {
-                Chunk::Idle
+            if fds[0].revents == 0 {
+                match self.stopped {
+                    Some(_) => return None,
+                    None => continue,
+                }
             }
-            Err(_) => Chunk::End,
+            match self.file.read(buf) {
+                Ok(0) => return None,
+                Ok(n) => return Some(n),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                    ) => {}
+                Err(_) => return None,
+            }
         }
     }
 }
@@ -217,7 +206,7 @@ mod tests {
         ];
         for (written, want) in cases {
             let (read, write) = pipe().unwrap();
-            let replies = read_replies(read, Stop::default());
+            let replies = read_replies(read, Stop::new().unwrap());
             std::fs::File::from(write).write_all(written).unwrap();
             let got: Vec<Result<String, ()>> = replies.iter().map(|r| r.map_err(|_| ())).collect();
             let want: Vec<Result<String, ()>> = want.iter().map(|r| r.map(String::from)).collect();
@@ -229,7 +218,7 @@ mod tests {
     #[test]
     fn a_reader_told_to_stop_ends_with_the_pipe_still_open() {
         let (read, _write) = pipe().unwrap();
-        let stop = Stop::default();
+        let stop = Stop::new().unwrap();
         let replies = read_replies(read, stop.clone());
         stop.set();
         let ended = replies.recv_timeout(std::time::Duration::from_secs(5));
