@@ -2,7 +2,9 @@
 //! slot (GPU; the backend gates what they may share, `lanes`), several slots in parallel, packed
 //! longest first: builds start in order of expected
 //! cost and a free slot takes the costliest built pair, so no long evaluation starts last while
-//! the other slots idle. Evaluations are handed to the caller as they finish, on the calling
+//! the other slots idle. A lane takes the next candidate of the task it just evaluated first
+//! (equal costs), so a task's candidates follow one another on a slot and its reference worker
+//! serves them all (`pipeline::reuse`). Evaluations are handed to the caller as they finish, on the calling
 //! thread, so reporters need no locking. Knows nothing of Python: all work goes through
 //! `Backend`.
 
@@ -41,6 +43,7 @@ pub fn run<B: Backend>(
     (slots, lanes): (usize, usize),
     mut on_event: impl FnMut(Event<'_>),
 ) {
+    backend.expect(work);
     let cost = |i: usize| costs.get(i).copied().unwrap_or_default();
     let mut order: Vec<usize> = (0..work.len()).collect();
     order.sort_by_key(|i| std::cmp::Reverse(cost(*i)));
@@ -77,8 +80,12 @@ pub fn run<B: Backend>(
             let done_tx = done_tx.clone();
             let ready = &ready;
             s.spawn(move || {
-                while let Some((i, build)) = take_costliest(ready, &cost) {
+                let mut last = None;
+                while let Some((i, build)) =
+                    take_next(ready, &cost, |j| Some(&work[j].0.path) == last)
+                {
                     let (task, submission) = &work[i];
+                    last = Some(&task.path);
                     let done = backend.evaluate(task, submission, &build, slot);
                     if done_tx.send(Box::new(done)).is_err() {
                         break;
@@ -131,16 +138,20 @@ fn relay(
     }
 }
 
-/// The costliest built pair, waiting for one while builds are still coming; None at the end.
-fn take_costliest(
+/// The costliest built pair of the lane's last task (`same`), else the costliest built pair,
+/// waiting for one while builds are still coming; None at the end.
+fn take_next(
     ready: &(Mutex<Ready>, Condvar),
     cost: &impl Fn(usize) -> Cost,
+    same: impl Fn(usize) -> bool,
 ) -> Option<(usize, Build)> {
     let mut state = ready.0.lock().expect("ready lock");
     loop {
         let costliest = (0..state.built.len()).max_by(|a, b| {
-            cost(state.built[*a].0)
-                .cmp(&cost(state.built[*b].0))
+            let (a_at, b_at) = (state.built[*a].0, state.built[*b].0);
+            same(a_at)
+                .cmp(&same(b_at))
+                .then(cost(a_at).cmp(&cost(b_at)))
                 // Equal costs: the earlier built first.
                 .then(b.cmp(a))
         });
@@ -402,6 +413,31 @@ mod tests {
         descending.sort_by(|a, b| b.cmp(a));
         assert_eq!(numbers.len(), 11);
         assert_eq!(numbers, descending, "{started:?}");
+    }
+
+    #[test]
+    fn a_tasks_candidates_follow_one_another_on_a_slot() {
+        // Three tasks of equal cost, four candidates each, listed (and built) in turn; the one
+        // slot waits until all are built. Without the lane's preference for its last task it
+        // would take them in build order, switching task at every start.
+        let mut fake = Fake::new(1);
+        fake.hold_first = 12;
+        let work: Vec<(Task, Submission)> = work(12)
+            .into_iter()
+            .enumerate()
+            .map(|(i, (mut task, sub))| {
+                task.path = PathBuf::from(format!("task{}.py", i % 3));
+                (task, sub)
+            })
+            .collect();
+        run(&fake, &work, &[], 12, (1, 1), |_| {});
+        let started = fake.started.into_inner().unwrap();
+        let tasks: Vec<&PathBuf> = started
+            .iter()
+            .map(|(_, file)| &work.iter().find(|(_, s)| &s.file == file).unwrap().0.path)
+            .collect();
+        let switches = tasks.windows(2).filter(|w| w[0] != w[1]).count();
+        assert_eq!((tasks.len(), switches), (12, 2), "{tasks:?}");
     }
 
     #[test]

@@ -36,13 +36,13 @@ impl<S: Spawner> Python<'_, S> {
     /// last, since profiling leaves state behind in the process it ran in), on a GPU the
     /// reference's profiled call too (`profile.reference_ops`; both recorded in
     /// `Evaluation::profile`), whether the reported kernels ran (`kernels.mapped`), and the
-    /// kernels' evidence that decides the verdict. Ends both workers.
+    /// kernels' evidence that decides the verdict. Ends neither worker.
     pub(super) fn judge_profiled(
         &self,
         task: &Task,
         sub: &Submission,
-        mut reference: S::Worker,
-        mut candidate: S::Worker,
+        reference: &mut S::Worker,
+        candidate: &mut S::Worker,
         kernels: Vec<String>,
         eval: &mut Evaluation,
     ) -> Result<Judged, Failed> {
@@ -53,10 +53,10 @@ impl<S: Spawner> Python<'_, S> {
             seed: derive_seed(cfg.seed, STATE_STREAM),
             forward_seed: derive_seed(cfg.seed, STATE_STREAM - 1),
         };
-        for check in ask(&mut candidate, state, cfg.timeouts.call)?.checks {
+        for check in ask(candidate, state, cfg.timeouts.call)?.checks {
             merge_check(&mut eval.checks, check);
         }
-        let profiled = ask(&mut candidate, self.profile_request(), cfg.timeouts.call)?;
+        let profiled = ask(candidate, self.profile_request(), cfg.timeouts.call)?;
         for check in profiled.checks {
             merge_check(&mut eval.checks, check);
         }
@@ -66,7 +66,7 @@ impl<S: Spawner> Python<'_, S> {
         // neither is then claimed.
         let theirs = figures
             .total_ms
-            .and_then(|_| ask(&mut reference, self.profile_request(), cfg.timeouts.call).ok())
+            .and_then(|_| ask(reference, self.profile_request(), cfg.timeouts.call).ok())
             .map(|reply| reply.profile);
         let host_error = eval
             .timing
@@ -81,8 +81,6 @@ impl<S: Spawner> Python<'_, S> {
         }
         let kernels = profiled.kernels.unwrap_or(kernels);
         let mapped = mapped_kernel_check(&kernels, candidate.python_pid(), &self.build_seen(sub));
-        S::finish(reference);
-        S::finish(candidate);
         let evidence = KernelEvidence {
             kernels,
             build_failures: profiled.build_failures,

@@ -26,8 +26,9 @@ use super::{derive_seed, Python, Spawner};
 pub(super) const NAME: &str = "kernelbench.environment";
 
 /// The check's entry where kbench's own checks ended KernelBench's trial `index` before its
-/// outputs were compared (KernelBench's verdict then empty): they run again alone. None where
-/// nothing of the submission's ended it (the reference's failure, a skip).
+/// outputs were compared (the caller's to tell: `kernelbench_after` left KernelBench's verdict
+/// empty): they run again alone. None where nothing of the submission's ended it (the
+/// reference's failure, a skip).
 pub(super) fn cut_short(index: u32, cause: &Cause) -> Option<Check> {
     let (verdict, reason) = cause.decide();
     (verdict != Verdict::Skipped).then(|| Check {
@@ -131,12 +132,12 @@ impl<S: Spawner> Python<'_, S> {
         let Pair {
             mut reference,
             mut candidate,
-            logs,
+            mut logs,
             exchange,
             ..
         } = pair;
         eval.logs
-            .extend(self.claim_logs(sub, &logs, "kernelbench-"));
+            .extend(self.claim_logs(sub, &mut logs, false, "kernelbench-"));
         let workers = (&mut reference, &mut candidate);
         let found = match self.load(task, sub, slot, workers, &exchange, true) {
             Ok(_) => {

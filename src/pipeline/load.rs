@@ -1,8 +1,9 @@
 //! Workers for evaluations, and the load: per slot a queue of reference and candidate worker
-//! pairs started ahead of need (`take_pair`, `refill`), and the load of the task in the reference
+//! pairs started ahead of need (`take_pair`, `refill`), a candidate worker alone (`start_candidate`), and the load of the task in the reference
 //! worker and of the submission in the candidate, at once. Sizes the task as the run asks
 //! (`sizing`). Runs no trial.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
@@ -22,7 +23,7 @@ use super::stage::{stage_submission, Exchange};
 use super::workspace::Workspace;
 use super::{Python, Spawner};
 
-/// Two fresh workers and the logs they write until an evaluation claims them.
+/// A reference and a candidate worker and the logs they write until an evaluation claims them.
 pub(super) struct Pair<W> {
     pub reference: W,
     pub candidate: W,
@@ -31,35 +32,76 @@ pub(super) struct Pair<W> {
     /// The candidate's workspace, where the evaluation lends its build (`lend`); none when
     /// unconfined.
     pub workspace: Option<Workspace>,
+    /// The reference served an earlier candidate of the task (`reuse`).
+    pub reused: bool,
+    /// Candidate workers started beside the reference for the task's later candidates
+    /// (`reuse`); none in a fresh pair.
+    pub companions: VecDeque<Companion<W>>,
+}
+
+/// A candidate worker started for a later evaluation, with its log and workspace.
+pub(super) struct Companion<W> {
+    pub worker: W,
+    pub log: PathBuf,
+    pub workspace: Option<Workspace>,
 }
 
 impl<S: Spawner> Python<'_, S> {
-    /// Start a reference and a candidate worker for `slot`, logging to provisional files.
-    fn start_pair(&self, slot: usize) -> Result<Pair<S::Worker>, String> {
+    /// The environment that shows a worker of `slot` its GPU. GPU indices are NVML's (PCI bus
+    /// order), so telemetry reads the GPU the worker uses.
+    fn device_env(&self, slot: usize) -> Vec<(String, String)> {
         let visible = match self.config.device {
             Device::Cuda => self.config.gpus[slot].to_string(),
             Device::Cpu => String::new(),
         };
-        // GPU indices are NVML's (PCI bus order), so telemetry reads the GPU the worker uses.
-        let device_env = vec![
+        vec![
             ("CUDA_VISIBLE_DEVICES".into(), visible),
             ("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into()),
-        ];
+        ]
+    }
+
+    /// A provisional log file for a worker of `role`.
+    fn provisional_log(&self, role: &str) -> PathBuf {
         let n = self.started.fetch_add(1, Ordering::SeqCst);
-        let log = |role: &str| self.config.out.join(format!("logs/.worker-{n}.{role}.log"));
-        let logs = [log("reference"), log("candidate")];
+        self.config.out.join(format!("logs/.worker-{n}.{role}.log"))
+    }
+
+    /// Start a reference and a candidate worker for `slot`, logging to provisional files.
+    fn start_pair(&self, slot: usize) -> Result<Pair<S::Worker>, String> {
+        let log = self.provisional_log("reference");
         let exchange = self.exchange()?;
         let shared = exchange.dir.path();
-        // The candidate writes only its workspace (`workspace`), not the builds folder.
+        let reference = self.spec("reference", &log, self.device_env(slot));
+        let reference = self.start(&self.confinement.beside(&reference, shared))?;
+        let candidate = self.start_candidate(slot, &exchange)?;
+        Ok(Pair {
+            reference,
+            candidate: candidate.worker,
+            logs: [log, candidate.log],
+            exchange,
+            workspace: candidate.workspace,
+            reused: false,
+            companions: VecDeque::new(),
+        })
+    }
+
+    /// Start a candidate worker for `slot` that shares `exchange` with its reference, in a
+    /// workspace of its own (the only other folder it writes: not the builds folder).
+    pub(super) fn start_candidate(
+        &self,
+        slot: usize,
+        exchange: &Exchange,
+    ) -> Result<Companion<S::Worker>, String> {
+        let log = self.provisional_log("candidate");
         let workspace = self.workspace()?;
         let writable: Vec<_> = workspace.iter().map(Workspace::bind).collect();
-        let reference = self.spec("reference", &logs[0], device_env.clone());
-        let candidate = self.spec("candidate", &logs[1], device_env);
-        Ok(Pair {
-            reference: self.start(&self.confinement.beside(&reference, shared))?,
-            candidate: self.start(&self.confinement.wrap(&candidate, &writable, Some(shared)))?,
-            logs,
-            exchange,
+        let spec = self.spec("candidate", &log, self.device_env(slot));
+        let wrapped = self
+            .confinement
+            .wrap(&spec, &writable, Some(exchange.dir.path()));
+        Ok(Companion {
+            worker: self.start(&wrapped)?,
+            log,
             workspace,
         })
     }
@@ -78,11 +120,7 @@ impl<S: Spawner> Python<'_, S> {
     /// (~3 s), so on a GPU two pairs per lane and two more wait; on a CPU one, since starting
     /// workers competes with the evaluation for the same cores.
     fn refill(&self, slot: usize) {
-        let depth = match self.config.device {
-            Device::Cuda => 2 + 2 * self.config.lanes,
-            Device::Cpu => 1,
-        };
-        while self.ready[slot].lock().expect("worker pool lock").len() < depth {
+        while self.ready[slot].lock().expect("worker pool lock").len() < self.pairs_ahead() {
             match self.start_pair(slot) {
                 Ok(pair) => self.ready[slot]
                     .lock()
@@ -90,6 +128,14 @@ impl<S: Spawner> Python<'_, S> {
                     .push_back(pair),
                 Err(_) => break,
             }
+        }
+    }
+
+    /// How many pairs the slot's pool holds (`refill`).
+    pub(super) fn pairs_ahead(&self) -> usize {
+        match self.config.device {
+            Device::Cuda => 2 + 2 * self.config.lanes,
+            Device::Cpu => 1,
         }
     }
 

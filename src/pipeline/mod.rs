@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use crate::cache_key::CacheKey;
 use crate::config::Config;
-use crate::lanes::Gate;
+use crate::lanes::{Gate, Hold};
 use crate::nvml::Nvml;
 use crate::record::{merge_check, Build, Check, Evaluation, Timing};
 use crate::sandbox::Confinement;
@@ -27,7 +27,7 @@ use crate::submission::Submission;
 use crate::task::{Task, TaskId};
 use crate::taskfacts::TaskFacts;
 use crate::timing::{self, Failed};
-use crate::verdict::Cause;
+use crate::verdict::{Cause, ReferenceStep};
 use crate::worker::{derive_seed, Link, Spawn, Worker};
 
 mod annotate;
@@ -37,6 +37,7 @@ mod evidence;
 mod kernelbench;
 mod load;
 mod replies;
+mod reuse;
 mod stage;
 mod verify;
 mod workspace;
@@ -48,11 +49,15 @@ pub use annotate::Annotations;
 
 use evidence::Judged;
 use load::Pair;
+use reuse::{KeptSlots, Left};
 use stage::Handover;
 
 /// Runs compile and evaluation steps; the scheduler is generic over it so it can be tested
 /// with a scripted fake.
 pub trait Backend: Sync {
+    /// The run's evaluations, before any starts (a backend may keep what one task's
+    /// evaluations share for the next).
+    fn expect(&self, _work: &[(Task, Submission)]) {}
     fn compile(&self, task: &Task, submission: &Submission) -> Build;
     /// Evaluate on `slot` (an index into the configured devices).
     fn evaluate(
@@ -99,8 +104,15 @@ pub struct Python<'a, S: Spawner = Processes> {
     /// The key that authenticates the cache's build records.
     cache_key: CacheKey,
     /// Per slot, reference and candidate workers started ahead of need (Python, torch and the
-    /// CUDA context take seconds), each used for one evaluation only.
+    /// CUDA context take seconds), each candidate worker used for one evaluation only.
     ready: Vec<Mutex<VecDeque<Pair<S::Worker>>>>,
+    /// Whether a task's reference worker may serve its next candidates (`reuse`): only when
+    /// candidates run confined.
+    reuse: bool,
+    /// Per slot, reference workers kept for their tasks' next candidates (`reuse`).
+    kept: KeptSlots<S::Worker>,
+    /// Per task, the evaluations still to start (`reuse`).
+    left: Left,
     started: AtomicUsize,
     /// Per slot, NVML for its GPU (read-only), when it can be opened.
     gpus: Vec<Option<Mutex<Nvml>>>,
@@ -144,6 +156,9 @@ impl<'a> Python<'a> {
             ready: (0..config.slots())
                 .map(|_| Mutex::new(VecDeque::new()))
                 .collect(),
+            reuse: confinement.confines(),
+            kept: (0..config.slots()).map(|_| Mutex::default()).collect(),
+            left: Left::default(),
             started: AtomicUsize::new(0),
             gpus: config
                 .gpus
@@ -175,6 +190,10 @@ struct Ended {
 }
 
 impl<S: Spawner> Backend for Python<'_, S> {
+    fn expect(&self, work: &[(Task, Submission)]) {
+        self.expect_work(work);
+    }
+
     fn compile(&self, task: &Task, submission: &Submission) -> Build {
         self.build(task, submission)
     }
@@ -187,6 +206,7 @@ impl<S: Spawner> Backend for Python<'_, S> {
         slot: usize,
     ) -> Evaluation {
         let started = Instant::now();
+        self.starting(task);
         let Ended {
             mut eval,
             cause,
@@ -248,7 +268,10 @@ impl<S: Spawner> Python<'_, S> {
 
     /// One evaluation by a pair of workers: load, verify, time with the GPU alone, then the
     /// profiled call's evidence; fills `eval` (phases, logs, trials, checks, timing) and returns
-    /// the kernels' evidence, or the cause that ends it.
+    /// the kernels' evidence, or the cause that ends it. The candidate worker ends with it; the
+    /// reference worker is kept for the task's next candidate if it stayed clean (`reuse`). A
+    /// kept reference that fails to load the task again is not the candidate's fault: it is
+    /// retired and the evaluation starts over on a fresh pair.
     fn run_workers(
         &self,
         task: &Task,
@@ -257,49 +280,91 @@ impl<S: Spawner> Python<'_, S> {
         alone: bool,
         eval: &mut Evaluation,
     ) -> Result<Judged, Failed> {
-        let cfg = self.config;
         // Before the workers: dropped after them, once their GPU memory is freed.
         let mut hold = self.gates[slot].enter(alone);
         eval.phases.gpu_wait_s = hold.waited.as_secs_f64();
-        let mut pair = self.take_pair(slot).map_err(Cause::Unready)?;
-        // Bound before the workers, so it is dropped, and the build folder moved back, after
-        // they have ended.
-        let _lent = self
-            .lend(sub, pair.workspace.take())
-            .map_err(Cause::Unready)?;
-        let Pair {
-            mut reference,
-            mut candidate,
-            logs,
-            exchange,
-            ..
-        } = pair;
-        eval.logs = self.claim_logs(sub, &logs, "");
+        let mut reuse = true;
+        loop {
+            let mut pair = match reuse.then(|| self.take_kept(task, slot)).flatten() {
+                Some(kept) => kept,
+                None => self.take_pair(slot).map_err(Cause::Unready)?,
+            };
+            // Bound before the workers, so it is dropped, and the build folder moved back, after
+            // the candidate has ended.
+            let lent = self
+                .lend(sub, pair.workspace.take())
+                .map_err(Cause::Unready)?;
+            eval.logs = self.claim_logs(sub, &mut pair.logs, pair.reused, "");
+            let started = Instant::now();
+            let loads = self.load(
+                task,
+                sub,
+                slot,
+                (&mut pair.reference, &mut pair.candidate),
+                &pair.exchange,
+                false,
+            );
+            // A load that fails counts here too.
+            eval.phases.load_s = started.elapsed().as_secs_f64();
+            if pair.reused
+                && matches!(
+                    loads,
+                    Err(Cause::ReferenceError(ReferenceStep::Load, _) | Cause::ReferenceDied(_))
+                )
+            {
+                drop(pair);
+                drop(lent);
+                reuse = false;
+                continue;
+            }
+            if pair.reference.clean() {
+                self.top_up(task, slot, &pair.exchange, &mut pair.companions);
+            }
+            let judged = loads.and_then(|(constants, loaded)| {
+                let kernels = load::record(eval, loaded);
+                self.verify_and_time(
+                    task, sub, slot, &mut hold, &mut pair, &constants, kernels, eval,
+                )
+            });
+            let Pair {
+                reference,
+                candidate,
+                logs: [log, _],
+                exchange,
+                companions,
+                ..
+            } = pair;
+            S::finish(candidate);
+            drop(lent);
+            self.keep(task, slot, (reference, log, exchange), companions);
+            return judged;
+        }
+    }
 
-        let started = Instant::now();
-        let loads = self.load(
-            task,
-            sub,
-            slot,
-            (&mut reference, &mut candidate),
-            &exchange,
-            false,
-        );
-        // A load that fails counts here too.
-        eval.phases.load_s = started.elapsed().as_secs_f64();
-        let (constants, loaded) = loads?;
-        let kernels = load::record(eval, loaded);
-
+    /// After the load: verify, time with the GPU alone, then the profiled call's evidence.
+    #[allow(clippy::too_many_arguments)]
+    fn verify_and_time(
+        &self,
+        task: &Task,
+        sub: &Submission,
+        slot: usize,
+        hold: &mut Hold<'_>,
+        pair: &mut Pair<S::Worker>,
+        constants: &serde_json::Map<String, serde_json::Value>,
+        kernels: Vec<String>,
+        eval: &mut Evaluation,
+    ) -> Result<Judged, Failed> {
+        let cfg = self.config;
         let started = Instant::now();
         let waited = hold.waited;
         let mut transport = stage::first_transport(cfg.device);
         let mut handover = Handover {
-            reference: &mut reference,
-            candidate: &mut candidate,
+            reference: &mut pair.reference,
+            candidate: &mut pair.candidate,
             transport: &mut transport,
-            exchange: &exchange,
+            exchange: &pair.exchange,
         };
-        let verified = self.verify(task, &mut handover, &mut hold, eval, &constants);
+        let verified = self.verify(task, &mut handover, hold, eval, constants);
         merge_check(
             &mut eval.checks,
             stage::transfer_check(cfg.device, handover.transport),
@@ -319,7 +384,14 @@ impl<S: Spawner> Python<'_, S> {
         eval.timing = Some(self.time(slot, &mut handover, &mut eval.checks)?);
         eval.phases.timing_s = started.elapsed().as_secs_f64();
 
-        self.judge_profiled(task, sub, reference, candidate, kernels, eval)
+        self.judge_profiled(
+            task,
+            sub,
+            &mut pair.reference,
+            &mut pair.candidate,
+            kernels,
+            eval,
+        )
     }
 
     /// Timing with the GPU alone (`timing::Session`). The arms keep their timed outputs as the

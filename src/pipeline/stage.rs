@@ -33,6 +33,20 @@ impl Exchange {
         self.seen.clone()
     }
 
+    /// Remove everything in the folder (without following links), so that nothing an earlier
+    /// candidate left there reaches the next one or the reference.
+    pub(super) fn clear(&self) -> std::io::Result<()> {
+        for entry in std::fs::read_dir(self.dir.path())? {
+            let path = entry?.path();
+            if std::fs::symlink_metadata(&path)?.is_dir() {
+                std::fs::remove_dir_all(&path)?;
+            } else {
+                std::fs::remove_file(&path)?;
+            }
+        }
+        Ok(())
+    }
+
     /// The file `name` in the folder: where kbench finds it, and where the workers do.
     fn file(&self, name: &str) -> (PathBuf, PathBuf) {
         (self.dir.path().join(name), self.seen.join(name))
@@ -63,19 +77,33 @@ impl<S: Spawner> Python<'_, S> {
         (self.config.out.join(&rel), rel)
     }
 
-    /// A started pair's provisional logs (reference, candidate) renamed for the submission it
-    /// evaluates, the roles' names after `prefix`; the names the record keeps.
+    /// A pair's logs (reference, candidate) named for the submission it evaluates, the roles'
+    /// names after `prefix`, updated in `logs`; the names the record keeps. A provisional log is
+    /// renamed (the worker keeps writing to it); the log of a reference that served an earlier
+    /// candidate (`shared`) gets the new name beside its old one (a hard link: one log of all the
+    /// candidates it served).
     pub(super) fn claim_logs(
         &self,
         sub: &Submission,
-        logs: &[PathBuf; 2],
+        logs: &mut [PathBuf; 2],
+        shared: bool,
         prefix: &str,
     ) -> Vec<String> {
         let (ref_log, ref_rel) = self.log_path(sub, &format!("{prefix}reference"));
         let (cand_log, cand_rel) = self.log_path(sub, &format!("{prefix}candidate"));
-        // The workers keep writing to the renamed files.
-        let _ = std::fs::rename(&logs[0], &ref_log);
-        let _ = std::fs::rename(&logs[1], &cand_log);
+        let claimed = if shared {
+            // A log of that name from an earlier run (`--resume`) gives way, as a rename's would.
+            let _ = std::fs::remove_file(&ref_log);
+            std::fs::hard_link(&logs[0], &ref_log)
+        } else {
+            std::fs::rename(&logs[0], &ref_log)
+        };
+        if claimed.is_ok() {
+            logs[0] = ref_log;
+        }
+        if std::fs::rename(&logs[1], &cand_log).is_ok() {
+            logs[1] = cand_log;
+        }
         vec![ref_rel, cand_rel]
     }
 }
@@ -225,5 +253,30 @@ pub(super) fn transfer_check(device: Device, transport: &str) -> Check {
         },
         seconds: 0.0,
         runs: 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clearing_the_exchange_removes_everything_but_follows_no_link() {
+        let outside = tempfile::tempdir().unwrap();
+        let kept = outside.path().join("kept.pt");
+        std::fs::write(&kept, b"x").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let exchange = Exchange {
+            seen: dir.path().to_path_buf(),
+            dir,
+        };
+        let root = exchange.dir.path();
+        std::fs::write(root.join("trial0.pt"), b"x").unwrap();
+        std::fs::create_dir_all(root.join("kept/deep")).unwrap();
+        std::os::unix::fs::symlink(&kept, root.join("link.pt")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("folder")).unwrap();
+        exchange.clear().unwrap();
+        assert_eq!(std::fs::read_dir(root).unwrap().count(), 0);
+        assert!(kept.exists());
     }
 }

@@ -204,11 +204,11 @@ mod scripted {
     }
 
     /// The real backend over `scripts`, with one static finding for the submission's file.
-    fn backend<'a>(
+    fn backend<'a, S: Spawner>(
         config: &'a Config,
         facts: &'a HashMap<TaskId, TaskFacts>,
-        scripts: Scripts,
-    ) -> Python<'a, Scripts> {
+        scripts: S,
+    ) -> Python<'a, S> {
         let confinement =
             Confinement::probe(Mode::Off, "python3", &[], &config.cache, false).unwrap();
         Python {
@@ -218,11 +218,14 @@ mod scripted {
             build_key: "scripted".into(),
             cache_key: CacheKey::open(&config.cache).unwrap(),
             ready: vec![Mutex::new(VecDeque::new())],
+            kept: vec![Mutex::default()],
+            left: Mutex::default(),
             started: AtomicUsize::new(0),
             gpus: Vec::new(),
             gates: vec![Gate::default()],
             facts,
             timing_cpus: Vec::new(),
+            reuse: true,
             confinement,
             annotations: Annotations::new(
                 [("1_relu.py".to_string(), vec![finding()])].into(),
@@ -910,5 +913,230 @@ mod scripted {
         assert_eq!(check(&eval, "harness.alone").outcome, Outcome::Warn);
         assert_eq!(check(&eval, "task.facts").runs, 1);
         assert_annotated(&eval);
+    }
+
+    /// Many candidates of one task on one slot (`reuse`): each candidate's behaviour comes from
+    /// the file it loads; the spawner numbers the reference workers and counts the loads each
+    /// served.
+    mod many_candidates {
+        use std::sync::{Arc, Mutex};
+
+        use super::*;
+
+        type Boxed = Box<dyn FnMut(&Request) -> Answer + Send>;
+
+        /// How the reference workers answer: `fails(worker, load)` says whether a worker's
+        /// request fails, by the worker's number and how many loads it has served.
+        struct Spawned {
+            fails: fn(&Request, usize, usize) -> Option<Answer>,
+            /// Per reference worker, in the order started, the loads it served.
+            loads: Arc<Mutex<Vec<usize>>>,
+            /// The same per candidate worker.
+            candidates: Arc<Mutex<Vec<usize>>>,
+        }
+
+        impl Spawner for Spawned {
+            type Worker = Scripted<Boxed>;
+
+            fn spawn(&self, spec: &Spawn) -> io::Result<Scripted<Boxed>> {
+                match spec.args.last().map(String::as_str) {
+                    Some("reference") => {
+                        let loads = self.loads.clone();
+                        let me = {
+                            let mut all = loads.lock().unwrap();
+                            all.push(0);
+                            all.len() - 1
+                        };
+                        let fails = self.fails;
+                        Ok(Scripted::new(Box::new(move |r: &Request| {
+                            let served = loads.lock().unwrap()[me];
+                            if let Some(answer) = fails(r, me, served) {
+                                return answer;
+                            }
+                            if let Request::Load(_) = r {
+                                loads.lock().unwrap()[me] += 1;
+                            }
+                            reference(r)
+                        })))
+                    }
+                    Some("candidate") => {
+                        let mut file = String::new();
+                        let loads = self.candidates.clone();
+                        let me = {
+                            let mut all = loads.lock().unwrap();
+                            all.push(0);
+                            all.len() - 1
+                        };
+                        Ok(Scripted::new(Box::new(move |r: &Request| {
+                            if let Request::Load(l) = r {
+                                loads.lock().unwrap()[me] += 1;
+                                let staged = l.submission.as_ref().and_then(|p| p.file_name());
+                                file = staged.unwrap().to_string_lossy().into_owned();
+                            }
+                            match (file.as_str(), r) {
+                                ("crash.py", Request::Trial(_)) => {
+                                    Err(Failure::Exited("killed by signal 11".into()))
+                                }
+                                ("cheat.py", Request::Trial(_)) => fake::err(error(
+                                    ErrorKind::Cheat,
+                                    "harness.poison: read another call's memory",
+                                )),
+                                _ => candidate(r),
+                            }
+                        })))
+                    }
+                    Some("compile") => Ok(Scripted::new(Box::new(compile))),
+                    other => Err(io::Error::other(format!("no script for {other:?}"))),
+                }
+            }
+
+            fn finish(_worker: Scripted<Boxed>) {}
+        }
+
+        fn never(_: &Request, _: usize, _: usize) -> Option<Answer> {
+            None
+        }
+
+        /// The first reference worker's first check is a CUDA error.
+        fn first_check_fails(r: &Request, me: usize, _: usize) -> Option<Answer> {
+            (me == 0 && matches!(r, Request::Check(_)))
+                .then(|| fake::err(error(ErrorKind::Cuda, "an illegal memory access")))
+        }
+
+        /// The first reference worker cannot load the task a second time.
+        fn reload_fails(r: &Request, me: usize, served: usize) -> Option<Answer> {
+            (me == 0 && served == 1 && matches!(r, Request::Load(_)))
+                .then(|| Err(Failure::Exited("killed by signal 9".into())))
+        }
+
+        /// Evaluate the candidates `files` of one task in order on slot 0; their verdicts, the
+        /// loads each reference worker served and those each candidate worker served.
+        fn evaluate_all(
+            files: &[&str],
+            fails: fn(&Request, usize, usize) -> Option<Answer>,
+            reuse: bool,
+        ) -> (Vec<Verdict>, Vec<usize>, Vec<usize>) {
+            let dir = tempfile::tempdir().unwrap();
+            let config = config(dir.path());
+            let facts = facts();
+            let loads = Arc::new(Mutex::new(Vec::new()));
+            let candidates = Arc::new(Mutex::new(Vec::new()));
+            let spawned = Spawned {
+                fails,
+                loads: loads.clone(),
+                candidates: candidates.clone(),
+            };
+            let python = Python {
+                reuse,
+                ..backend(&config, &facts, spawned)
+            };
+            let (task, honest) = pair(dir.path());
+            let work: Vec<(Task, Submission)> = files
+                .iter()
+                .map(|f| {
+                    let path = dir.path().join(f);
+                    std::fs::write(&path, "class ModelNew:\n    pass\n").unwrap();
+                    let sub = Submission {
+                        path,
+                        file: f.to_string(),
+                        ..honest.clone()
+                    };
+                    (task.clone(), sub)
+                })
+                .collect();
+            python.expect(&work);
+            let verdicts = work
+                .iter()
+                .map(|(task, sub)| {
+                    let build = python.compile(task, sub);
+                    python.evaluate(task, sub, &build, 0).verdict
+                })
+                .collect();
+            drop(python);
+            let served = loads.lock().unwrap().clone();
+            let candidates = candidates.lock().unwrap().clone();
+            (verdicts, served, candidates)
+        }
+
+        /// One reference worker serves the task's candidates, one fresh candidate worker each
+        /// (started beside it, at most two ahead on the CPU and no more than candidates to
+        /// come); what a candidate does (crash, cheat) leaves the next one's verdict alone; a
+        /// reference that erred is retired (with the candidate workers started beside it), and
+        /// one that cannot load the task again is replaced before the candidate is judged. The
+        /// refill starts one spare pair, whose workers load nothing unless a reference is
+        /// replaced. Unconfined, every candidate gets a fresh pair.
+        #[test]
+        fn a_tasks_candidates_share_a_clean_reference_worker() {
+            use Verdict::{Cheat, Crashed, Pass, Skipped};
+            type Case = (
+                &'static str,
+                &'static [&'static str],
+                fn(&Request, usize, usize) -> Option<Answer>,
+                &'static [Verdict],
+                &'static [usize],
+                usize,
+            );
+            let cases: [Case; 6] = [
+                (
+                    "honest",
+                    &["a.py", "b.py", "c.py", "d.py"],
+                    never,
+                    &[Pass; 4],
+                    &[4, 0],
+                    5,
+                ),
+                (
+                    "unconfined",
+                    &["a.py", "b.py", "c.py"],
+                    never,
+                    &[Pass; 3],
+                    &[1, 1, 1, 0],
+                    4,
+                ),
+                (
+                    "crash",
+                    &["crash.py", "b.py"],
+                    never,
+                    &[Crashed, Pass],
+                    &[2, 0],
+                    3,
+                ),
+                // A cheat caught before its outputs were compared: KernelBench's trials run
+                // again alone, in a fresh pair of their own (`kernelbench.environment`).
+                (
+                    "cheat",
+                    &["cheat.py", "b.py"],
+                    never,
+                    &[Cheat, Pass],
+                    &[2, 1, 0],
+                    4,
+                ),
+                // The first reference's two companions go with it.
+                (
+                    "reference error",
+                    &["a.py", "b.py", "c.py"],
+                    first_check_fails,
+                    &[Skipped, Pass, Pass],
+                    &[1, 2, 0],
+                    6,
+                ),
+                // The second candidate's first worker loaded it beside the stale reference.
+                (
+                    "reload fails",
+                    &["a.py", "b.py", "c.py"],
+                    reload_fails,
+                    &[Pass, Pass, Pass],
+                    &[1, 2, 0],
+                    6,
+                ),
+            ];
+            for (name, files, fails, verdicts, served, started) in cases {
+                let (got, loads, candidates) = evaluate_all(files, fails, name != "unconfined");
+                assert_eq!(got, verdicts, "{name}");
+                assert_eq!(loads, served, "{name}");
+                assert_eq!(candidates.len(), started, "{name}: {candidates:?}");
+                assert!(candidates.iter().all(|n| *n <= 1), "{name}: {candidates:?}");
+            }
+        }
     }
 }

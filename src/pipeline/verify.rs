@@ -183,8 +183,10 @@ impl<S: Spawner> Python<'_, S> {
                 Err(cause) => {
                     eval.kernelbench_correct = kernelbench_after(&cause);
                     eval.kernelbench_needed = eval.kernelbench_correct.map(|_| KERNELBENCH_NEVER);
-                    if let Some(check) = kernelbench::cut_short(index, &cause) {
-                        merge_check(&mut eval.checks, check);
+                    if eval.kernelbench_correct.is_none() {
+                        if let Some(check) = kernelbench::cut_short(index, &cause) {
+                            merge_check(&mut eval.checks, check);
+                        }
                     }
                     return Err(failed.unwrap_or(cause));
                 }

@@ -20,6 +20,8 @@ pub struct Scripted<F: FnMut(&Request) -> Answer> {
     pub sent: Vec<Request>,
     /// Whether the worker was killed (by a failure, or by its user).
     pub killed: bool,
+    /// Whether a request was answered with an error.
+    pub erred: bool,
 }
 
 impl<F: FnMut(&Request) -> Answer> Scripted<F> {
@@ -28,6 +30,7 @@ impl<F: FnMut(&Request) -> Answer> Scripted<F> {
             script,
             sent: Vec::new(),
             killed: false,
+            erred: false,
         }
     }
 
@@ -47,6 +50,7 @@ impl<F: FnMut(&Request) -> Answer> Link for Scripted<F> {
         if answer.is_err() {
             self.killed = true;
         }
+        self.erred |= matches!(answer, Ok(Reply::Err(_)));
         answer
     }
 
@@ -56,6 +60,10 @@ impl<F: FnMut(&Request) -> Answer> Link for Scripted<F> {
 
     fn kill(&mut self) {
         self.killed = true;
+    }
+
+    fn clean(&self) -> bool {
+        !self.killed && !self.erred
     }
 }
 
@@ -89,7 +97,7 @@ mod tests {
         let reply = worker.request(Ping {}, Duration::from_secs(1));
         assert!(matches!(reply, Ok(Reply::Ok(_))));
         assert_eq!(worker.commands(), ["ping"]);
-        assert!(!worker.killed);
+        assert!(worker.clean());
     }
 
     #[test]
@@ -99,6 +107,21 @@ mod tests {
         assert!(worker.killed);
         let again = worker.request(Ping {}, Duration::from_secs(1));
         assert!(matches!(again, Err(Failure::Exited(_))));
+        assert!(!worker.clean());
+    }
+
+    #[test]
+    fn an_error_reply_leaves_the_worker_running_but_not_clean() {
+        let mut worker = Scripted::new(|_| {
+            err(WorkerError {
+                kind: ErrorKind::Cuda,
+                message: "an illegal memory access".into(),
+                fatal: false,
+                traceback: None,
+            })
+        });
+        assert!(worker.request(Ping {}, Duration::from_secs(1)).is_ok());
+        assert!((!worker.killed, worker.clean()) == (true, false));
     }
 
     #[test]

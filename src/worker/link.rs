@@ -19,6 +19,10 @@ pub trait Link {
     /// Kill the worker (and everything it started).
     fn kill(&mut self);
 
+    /// Whether it still runs and answered every request so far without an error (a failure or
+    /// an error reply): what a worker must be to serve another evaluation.
+    fn clean(&self) -> bool;
+
     /// Send one request and read its reply as the command's: a body that does not fit is a
     /// protocol failure, and the worker is killed.
     fn request<C: Command>(
@@ -51,5 +55,9 @@ impl<L: Link + ?Sized> Link for &mut L {
 
     fn kill(&mut self) {
         (**self).kill()
+    }
+
+    fn clean(&self) -> bool {
+        (**self).clean()
     }
 }

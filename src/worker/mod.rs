@@ -9,6 +9,7 @@ pub mod request;
 #[cfg(test)]
 mod schema;
 mod seed;
+mod streams;
 
 pub use link::Link;
 pub use process::{Failure, Spawn, Worker};

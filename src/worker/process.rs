@@ -3,24 +3,26 @@
 //! It knows nothing of tasks or verdicts.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::link::Link;
 use super::protocol::{self, Reply};
 use super::request::{Exit, Request};
+use super::streams::{drain, pipe, read_replies, Stop};
 
-/// What a worker's stdout and stderr may write to its log before the rest is dropped.
-pub const LOG_CAP_BYTES: u64 = 4 << 20;
-/// Longest reply line accepted; a longer one is a protocol failure, not an allocation.
-const MAX_REPLY_BYTES: u64 = 64 << 20;
+/// How often a request's wait looks whether the worker's process has ended.
+const EXIT_CHECK: Duration = Duration::from_millis(100);
+/// How long the reader of a worker whose process has ended may take to hand over what it wrote
+/// before it ended (already in the pipe).
+const LAST_WORDS: Duration = Duration::from_millis(200);
 
 /// How to start a worker.
 #[derive(Clone, Debug)]
@@ -77,79 +79,19 @@ pub struct Worker {
     replies: Receiver<std::io::Result<String>>,
     /// The key its replies are signed with (`protocol::key`).
     key: String,
+    /// No request failed or was answered with an error, and it was not killed (`Link::clean`).
+    clean: bool,
+    /// The readers of its stdout and stderr.
     drains: Vec<JoinHandle<()>>,
-}
-
-fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two fds into the array; both are owned from here on.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: the fds were just created and nothing else owns them.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
-/// Copy a stream into the shared log until `LOG_CAP_BYTES`, then count what is dropped.
-fn drain(mut stream: impl Read + Send + 'static, log: Arc<Mutex<(File, u64)>>) -> JoinHandle<()> {
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 64 * 1024];
-        let mut dropped = 0u64;
-        while let Ok(n) = stream.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            let mut guard = log.lock().expect("log lock");
-            let (file, written) = &mut *guard;
-            let room = LOG_CAP_BYTES.saturating_sub(*written).min(n as u64) as usize;
-            if room > 0 && file.write_all(&buf[..room]).is_ok() {
-                *written += room as u64;
-            }
-            dropped += (n - room) as u64;
-        }
-        if dropped > 0 {
-            let mut guard = log.lock().expect("log lock");
-            let _ = writeln!(
-                guard.0,
-                "\n[kbench: {dropped} more bytes of output dropped]"
-            );
-        }
-    })
-}
-
-/// The reply lines of a worker's pipe, read on a thread of their own (up to `MAX_REPLY_BYTES`
-/// each; a longer or cut-off line ends them with an error).
-fn read_replies(pipe: OwnedFd) -> Receiver<std::io::Result<String>> {
-    let (tx, replies) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut reader = BufReader::new(File::from(pipe));
-        loop {
-            let mut line = String::new();
-            match reader.by_ref().take(MAX_REPLY_BYTES).read_line(&mut line) {
-                Ok(0) => break,
-                Ok(_) if !line.ends_with('\n') => {
-                    let _ = tx.send(Err(std::io::Error::other("reply line too long or cut off")));
-                    break;
-                }
-                Ok(_) => {
-                    if tx.send(Ok(line)).is_err() {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                    break;
-                }
-            }
-        }
-    });
-    replies
+    /// Tells its readers it is gone (`kill`).
+    stop: Stop,
 }
 
 impl Worker {
     pub fn spawn(spec: &Spawn) -> std::io::Result<Worker> {
         let (req_read, req_write) = pipe()?;
         let (rep_read, rep_write) = pipe()?;
+        let stop = Stop::new()?;
         let log = File::create(&spec.log)?;
         let mut cmd = Command::new(&spec.python);
         // A venv's tools (ninja, nvcc from pip) sit beside its python: put them on PATH, as
@@ -176,8 +118,13 @@ impl Worker {
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .process_group(0);
         let (r, w) = (req_read.as_raw_fd(), rep_write.as_raw_fd());
-        // SAFETY: only async-signal-safe fcntl/dup2/close between fork and exec. The pipe fds may
-        // themselves be 3 or 4, so they are first moved above 10; dup2 then clears CLOEXEC on 3 and 4.
+        let open_max = open_max();
+        // SAFETY: only async-signal-safe fcntl/dup2/close/close_range between fork and exec. The
+        // pipe fds may themselves be 3 or 4, so they are first moved above 10; dup2 then clears
+        // CLOEXEC on 3 and 4. Every fd above 4 is then closed at exec, whoever opened it and
+        // wherever kbench got it from (a library, kbench's own parent): the worker starts with
+        // stdin, stdout, stderr and its protocol pipes only, so no process it leaves behind can
+        // hold anyone else's pipe open.
         unsafe {
             cmd.pre_exec(move || {
                 let (r, w) = (
@@ -189,6 +136,7 @@ impl Worker {
                 }
                 libc::close(r);
                 libc::close(w);
+                close_at_exec_from(5, open_max);
                 Ok(())
             });
         }
@@ -197,10 +145,18 @@ impl Worker {
         drop(rep_write);
         let log = Arc::new(Mutex::new((log, 0u64)));
         let drains = vec![
-            drain(child.stdout.take().expect("piped stdout"), log.clone()),
-            drain(child.stderr.take().expect("piped stderr"), log),
+            drain(
+                child.stdout.take().expect("piped stdout"),
+                log.clone(),
+                stop.clone(),
+            ),
+            drain(
+                child.stderr.take().expect("piped stderr"),
+                log,
+                stop.clone(),
+            ),
         ];
-        let replies = read_replies(rep_read);
+        let replies = read_replies(rep_read, stop.clone());
         let key = protocol::key();
         let mut requests = File::from(req_write);
         // The pipe holds the line until the worker reads it, before its first request. A worker
@@ -211,7 +167,9 @@ impl Worker {
             requests: Some(requests),
             replies,
             drains,
+            stop,
             key,
+            clean: true,
         })
     }
 
@@ -227,20 +185,41 @@ impl Worker {
         if !matches!(sent, Some(Ok(()))) {
             return Err(Failure::Exited(self.reap()));
         }
-        match self.replies.recv_timeout(deadline) {
-            Ok(Ok(line)) => protocol::parse(&line, &nonce, &self.key).map_err(|why| {
+        match self.next_line(deadline)? {
+            Ok(line) => protocol::parse(&line, &nonce, &self.key).map_err(|why| {
                 self.kill();
                 Failure::Protocol(why)
             }),
-            Ok(Err(e)) => {
+            Err(e) => {
                 self.kill();
                 Err(Failure::Protocol(e.to_string()))
             }
-            Err(RecvTimeoutError::Timeout) => {
-                self.kill();
-                Err(Failure::Timeout(deadline))
+        }
+    }
+
+    /// The next reply line within `deadline`. A worker whose process has ended is reported as
+    /// soon as that is seen, not at its reply pipe's end: a process that left its group may
+    /// hold the pipe open.
+    fn next_line(&mut self, deadline: Duration) -> Result<std::io::Result<String>, Failure> {
+        let until = Instant::now() + deadline;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            match self.replies.recv_timeout(left.min(EXIT_CHECK)) {
+                Ok(line) => return Ok(line),
+                Err(RecvTimeoutError::Disconnected) => return Err(Failure::Exited(self.reap())),
+                Err(RecvTimeoutError::Timeout) if left <= EXIT_CHECK => {
+                    self.kill();
+                    return Err(Failure::Timeout(deadline));
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if matches!(self.child.try_wait(), Ok(Some(_))) {
+                        return self
+                            .replies
+                            .recv_timeout(LAST_WORDS)
+                            .map_err(|_| Failure::Exited(self.reap()));
+                    }
+                }
             }
-            Err(RecvTimeoutError::Disconnected) => Err(Failure::Exited(self.reap())),
         }
     }
 
@@ -264,7 +243,9 @@ impl Worker {
 
 impl Link for Worker {
     fn exchange(&mut self, request: Request, deadline: Duration) -> Result<Reply, Failure> {
-        self.send(&request, deadline)
+        let reply = self.send(&request, deadline);
+        self.clean &= matches!(reply, Ok(Reply::Ok(_)));
+        reply
     }
 
     /// The process that runs the worker's Python: the one started, or, where that was a
@@ -291,6 +272,12 @@ impl Link for Worker {
         }
         let _ = self.child.wait();
         self.requests = None;
+        self.clean = false;
+        self.stop.set();
+    }
+
+    fn clean(&self) -> bool {
+        self.clean
     }
 }
 
@@ -298,6 +285,45 @@ impl Drop for Worker {
     fn drop(&mut self) {
         if self.requests.is_some() {
             self.kill();
+        }
+    }
+}
+
+/// The highest fd a process may hold, bounded (only `close_at_exec_from`'s fallback walks it).
+fn open_max() -> libc::c_int {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given.
+    let got = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    match got {
+        0 => limit.rlim_cur.min(1 << 20) as libc::c_int,
+        _ => 1 << 16,
+    }
+}
+
+/// Mark every fd from `first` on close-on-exec: `close_range` (Linux 5.11), else one by one up
+/// to `open_max`.
+///
+/// # Safety
+/// Async-signal-safe (plain syscalls): callable between fork and exec.
+unsafe fn close_at_exec_from(first: libc::c_int, open_max: libc::c_int) {
+    // SAFETY: plain syscalls on this process's own fd table.
+    unsafe {
+        let all = libc::syscall(
+            libc::SYS_close_range,
+            first as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        );
+        if all != 0 {
+            for fd in first..open_max {
+                let flags = libc::fcntl(fd, libc::F_GETFD);
+                if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                    libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+                }
+            }
         }
     }
 }
@@ -333,5 +359,116 @@ fn describe(status: Option<ExitStatus>) -> String {
         Some(s) if s.signal().is_some() => format!("killed by signal {}", s.signal().unwrap_or(0)),
         Some(s) => format!("exit code {}", s.code().unwrap_or(-1)),
         None => "status unknown".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::path::Path;
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    use super::{Link, Spawn, Worker};
+    use crate::worker::request::{Exit, Request};
+
+    /// A worker that runs `script` in `sh`, in `dir`.
+    fn shell(dir: &Path, script: &str) -> Worker {
+        Worker::spawn(&Spawn {
+            python: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: Vec::new(),
+            log: dir.join(format!("{}.log", rand::random::<u32>())),
+            cwd: dir.to_path_buf(),
+        })
+        .unwrap()
+    }
+
+    /// The pid a script wrote to `name`, once it has.
+    fn written_pid(dir: &Path, name: &str) -> libc::pid_t {
+        let started = Instant::now();
+        loop {
+            let text = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+            if let Ok(pid) = text.trim().parse() {
+                return pid;
+            }
+            assert!(started.elapsed() < Duration::from_secs(10), "no {name}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn end(pid: libc::pid_t) {
+        // SAFETY: plain syscall on the process the test's script started.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+
+    /// A process that left the worker's group (`setsid`) and holds its pipes does not keep
+    /// kbench waiting for their end: neither `finish` (its stdout and stderr) nor a request (its
+    /// reply pipe) once the worker itself has exited.
+    #[test]
+    fn a_process_that_left_the_group_holding_the_pipes_keeps_nothing_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let daemon = "setsid sleep 60 & echo $! > daemon.pid";
+        type Case = (&'static str, fn(Worker) -> String, &'static str);
+        let cases: [Case; 2] = [
+            (
+                "; sleep 60",
+                |w| {
+                    w.finish();
+                    "finished".into()
+                },
+                "finished",
+            ),
+            (
+                "; exit 3",
+                |mut w| {
+                    let request = Request::Exit(Exit {});
+                    format!("{:?}", w.exchange(request, Duration::from_secs(60)))
+                },
+                r#"Err(Exited("exit code 3"))"#,
+            ),
+        ];
+        for (rest, act, want) in cases {
+            let worker = shell(dir.path(), &format!("{daemon}{rest}"));
+            let pid = written_pid(dir.path(), "daemon.pid");
+            std::fs::remove_file(dir.path().join("daemon.pid")).unwrap();
+            let (tx, rx) = mpsc::channel();
+            std::thread::spawn(move || tx.send(act(worker)));
+            let got = rx.recv_timeout(Duration::from_secs(5));
+            end(pid);
+            assert_eq!(got, Ok(want.to_string()), "{rest}");
+        }
+    }
+
+    /// Workers started at once hold only their own pipes (stdout, stderr, requests, replies):
+    /// none of another's, which would keep its pipes open past its end.
+    #[test]
+    fn workers_started_at_once_hold_only_their_own_pipes() {
+        let dir = tempfile::tempdir().unwrap();
+        let workers: Vec<Worker> = std::thread::scope(|s| {
+            let started: Vec<_> = (0..6)
+                .map(|_| s.spawn(|| shell(dir.path(), "exec sleep 60")))
+                .collect();
+            started.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let pipes: Vec<HashSet<String>> = workers
+            .iter()
+            .map(|w| {
+                std::fs::read_dir(format!("/proc/{}/fd", w.python_pid()))
+                    .unwrap()
+                    .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+                    .map(|target| target.display().to_string())
+                    .filter(|target| target.starts_with("pipe:"))
+                    .collect()
+            })
+            .collect();
+        let mut seen = HashSet::new();
+        for held in &pipes {
+            assert_eq!(held.len(), 4, "{held:?}");
+            assert!(held.iter().all(|p| seen.insert(p.clone())), "{pipes:?}");
+        }
+        workers.into_iter().for_each(Worker::finish);
     }
 }

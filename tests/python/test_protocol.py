@@ -9,7 +9,10 @@ of a role that handles that command (its modules and what they import)."""
 
 import dataclasses
 import json
+import os
 import re
+import subprocess
+import sys
 import typing
 from pathlib import Path
 
@@ -17,6 +20,7 @@ import kbench_worker
 from conftest import ROOT
 from kbench_worker import candidate, ceilings, inspect, messages, probe, reference, static_check, timing
 from kbench_worker import compile as pool
+from kbench_worker.protocol import Channel
 from kbench_worker.static_check import entry as static_entry
 
 WORKER = ROOT / "src" / "worker" / "python" / "kbench_worker"
@@ -385,3 +389,22 @@ def test_worker_profile_tables_each_request_handler_once(tmp_path, monkeypatch):
     assert list(entries) == ["kbench_worker_handlers.py:busy"], entries
     assert entries["kbench_worker_handlers.py:busy"][0] == 2
     assert "| kbench_worker_handlers.py:busy | 1 | 2 |" in worker_profile.handler_table([path])
+
+
+def test_the_protocol_pipes_are_not_passed_to_programs_the_worker_runs(monkeypatch):
+    requests_in, requests_out = os.pipe()
+    replies_in, replies_out = os.pipe()
+    for fd in (requests_in, replies_out):
+        os.set_inheritable(fd, True)
+    os.write(requests_out, b'{"key": "k"}\n')
+    monkeypatch.setenv("KBENCH_PROTOCOL_FDS", f"{requests_in},{replies_out}")
+    channel = Channel()
+    try:
+        probe = f"import os; [os.fstat(fd) for fd in ({requests_in}, {replies_out})]"
+        child = subprocess.run([sys.executable, "-c", probe], close_fds=False, capture_output=True)
+        assert child.returncode != 0 and b"Bad file descriptor" in child.stderr
+    finally:
+        channel._in.close()
+        channel._out.close()
+        os.close(requests_out)
+        os.close(replies_in)

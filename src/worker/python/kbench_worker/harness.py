@@ -52,6 +52,13 @@ def load_task(path, overrides):
     return task
 
 
+def forget_tasks():
+    """Forget every task loaded so far and its shape variants: the next load starts as in a fresh
+    worker (a kept reference worker's next candidate, kbench `pipeline::reuse`)."""
+    _SOURCES.clear()
+    _SHAPED.clear()
+
+
 def _shaped(task, values):
     """The task re-loaded with more constants (`inputs.shape_perturbation`), once per set."""
     key = (task.__name__, json.dumps(values, sort_keys=True))

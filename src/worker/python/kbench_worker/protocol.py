@@ -19,6 +19,10 @@ from .messages import ErrorKind, Exit, decode
 class Channel:
     def __init__(self):
         fd_in, fd_out = (int(x) for x in os.environ.pop("KBENCH_PROTOCOL_FDS").split(","))
+        # Inherited from kbench; a program this worker runs (a compiler, a submission's
+        # subprocess) gets neither end.
+        os.set_inheritable(fd_in, False)
+        os.set_inheritable(fd_out, False)
         self._in = os.fdopen(fd_in, "r", encoding="utf-8")
         self._out = os.fdopen(fd_out, "w", encoding="utf-8")
         self._key = json.loads(self._in.readline())["key"].encode()

@@ -7,6 +7,7 @@ reference and compares, here, where no submission code has run.
 """
 
 import copy
+import gc
 import math
 import time
 
@@ -498,6 +499,17 @@ class Session:
         self.reference = None
 
     def load(self, req: Load) -> Loaded:
+        """The task's reference, built as in a fresh worker. kbench keeps a clean reference worker
+        for the task's next candidate (`pipeline::reuse`) and sends ``load`` again: what the last
+        candidate's evaluation left (the model with perturbed parameters and moved BatchNorm
+        statistics, the timed arms and their pools, the shape variants' modules) goes first, and
+        its GPU memory with it."""
+        if self.reference is not None:
+            device = self.reference.device
+            self.reference = None
+            harness.forget_tasks()
+            gc.collect()
+            harness.release_memory(device)
         self.reference = Reference(req)
         # The task's integer constants, as loaded: kbench picks a shape perturbation from them.
         constants = {k: v for k, v in vars(self.reference.task).items() if type(v) is int and not k.startswith("_")}
