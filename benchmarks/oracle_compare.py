@@ -1,8 +1,10 @@
 """kbench's `kernelbench_correct` beside upstream KernelBench's own eval (issue 31).
 
-    python3 benchmarks/oracle_compare.py ORACLE.jsonl RESULTS.json[.gz]... > table.md
+    python3 benchmarks/oracle_compare.py ORACLE.jsonl[.gz] [--also ORACLE2.jsonl[.gz]]... \
+        RESULTS.json[.gz]... > table.md
 
-ORACLE is benchmarks/kernelbench_oracle.py's output; each RESULTS is a kbench results.json of the
+ORACLE is benchmarks/kernelbench_oracle.py's output; each --also is a later oracle run whose rows
+replace ORACLE's at the tolerances they hold (a rerun of some rows at one tolerance); each RESULTS is a kbench results.json of the
 same files, judged at its `config.kernelbench_tolerance`. One run serves every tolerance the
 oracle holds: at its own tolerance its `kernelbench_correct` (allclose) is kbench's verdict, at
 another `kernelbench_needed <= tolerance` is (the least tolerance its trials pass; records before
@@ -40,14 +42,18 @@ def kbench_runs(paths):
     return runs
 
 
-def oracle_rows(path):
-    """{(level, number): {tolerance: upstream's result}}"""
+def oracle_rows(*paths):
+    """{(level, number): {tolerance: upstream's result}}; a later file's result replaces an
+    earlier one's for its row and tolerance."""
     rows = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                r = json.loads(line)
-                rows[(r["level"], r["number"])] = {float(t): v for t, v in r["tolerances"].items()}
+    for path in paths:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    r = json.loads(line)
+                    rows.setdefault((r["level"], r["number"]), {}).update(
+                        {float(t): v for t, v in r["tolerances"].items()})
     return rows
 
 
@@ -143,9 +149,10 @@ def compare(oracle, runs):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("oracle")
+    p.add_argument("--also", action="append", default=[], help="a later oracle run: its rows replace ORACLE's at its tolerances")
     p.add_argument("results", nargs="+")
     args = p.parse_args(argv)
-    table, _ = compare(oracle_rows(args.oracle), kbench_runs(args.results))
+    table, _ = compare(oracle_rows(args.oracle, *args.also), kbench_runs(args.results))
     sys.stdout.write(table)
 
 

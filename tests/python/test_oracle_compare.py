@@ -108,3 +108,13 @@ def test_one_run_serves_every_tolerance_through_kernelbench_needed(tmp_path):
     runs = compare.kbench_runs([record(tmp_path, "strict", 1e-4, evals, False)])
     _, agree = compare.compare(compare.oracle_rows(oracle(tmp_path, ORACLE)), runs)
     assert dict(agree[1e-2]) == {"agree": 2, "missing": 1}
+
+
+def test_a_later_oracle_run_replaces_rows_at_its_tolerances(tmp_path):
+    first = oracle(tmp_path, ORACLE)
+    later = tmp_path / "later.jsonl.gz"
+    with gzip.open(later, "wt") as f:
+        f.write(json.dumps({"key": "level1/1", "level": 1, "number": 1, "tolerances": {"0.01": ok(False)}}) + "\n")
+    rows = compare.oracle_rows(first, str(later))
+    assert rows[(1, 1)] == {1e-4: ok(True), 1e-2: ok(False)}
+    assert rows[(1, 2)][1e-2] == ok(True)

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from kbench_worker import checks, harness, outputs, precision, profile, reference, runtime, taskfile
+from kbench_worker import checks, harness, kept, outputs, precision, profile, reference, runtime, taskfile
 from kbench_worker.candidate import Candidate
 from kbench_worker.harness import ContractError, OutputCheckError, OutputTypeError, TamperError
-from kbench_worker.messages import CheckOutputs, Load, Perturb, State, Time, TimeSetup, Trial
+from kbench_worker.messages import CheckKept, CheckOutputs, Load, Perturb, State, Time, TimeSetup, Trial
 from kbench_worker.reference import NEVER, Reference, compare, kernelbench_correct, kernelbench_needed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -1409,3 +1409,21 @@ def test_kernelbench_trials_alone_keep_the_submissions_switches_and_judge_by_all
     assert (checked["correct"], checked["kernelbench_correct"]) == (correct, correct)
     assert checked["kernelbench_needed"] == (0.0 if correct else pytest.approx(1.0, abs=0.5))
     assert checked["reason"] == ("" if correct else f"not allclose at 0.0001 (needs {checked['kernelbench_needed']:.3g})")
+
+
+def test_a_timed_calls_reordered_sum_is_judged_against_float64_too(tmp_path):
+    """`timing.timed_output_check` judges a miss as the trials do (`precision.fp64_judged`): a
+    blockwise sum that misses a tight tolerance is no cheat there either; a wrong one still is."""
+    task = write(tmp_path, "mm.py", MATMUL_TASK)
+    ref = Reference(Load(device="cpu", precision="fp32", atol=1e-7, rtol=1e-7, task=str(task), set={}))
+    a, b = harness.make_inputs(ref.task, 5, "cpu", "fp32")
+    blockwise = sum(a[:, k : k + 16] @ b[k : k + 16] for k in reversed(range(0, a.shape[1], 16)))
+    pool = kept.Pool(blockwise, path=str(tmp_path / "pool"))
+    pool.keep(0, blockwise)
+    pool.keep(1, blockwise + 1e-3)
+    described = pool.describe()
+    checked = ref.check_kept(CheckKept(slot=0, seed=5, forward_seed=9, kept=described))
+    assert checked["correct"], checked["reason"]
+    assert names(checked["checks"])["precision.fp64_judged"] == "pass"
+    wrong = ref.check_kept(CheckKept(slot=1, seed=5, forward_seed=9, kept=described))
+    assert not wrong["correct"] and names(wrong["checks"])["precision.fp64_judged"] == "fail"
