@@ -19,8 +19,8 @@ use crate::worker::request::{self, CheckOutputs};
 
 use super::load::Pair;
 use super::stage::{first_transport, Handover};
-use super::verify::KERNELBENCH_NEVER;
-use super::{derive_seed, Python, Spawner};
+use super::verify::{trial_seeds, KERNELBENCH_NEVER};
+use super::{Python, Spawner};
 
 /// The check that says why KernelBench's trials ran again, and what they found.
 pub(super) const NAME: &str = "kernelbench.environment";
@@ -170,8 +170,7 @@ impl<S: Spawner> Python<'_, S> {
         let tolerance = cfg.kernelbench_tolerance;
         let (mut correct, mut needed, mut first_miss) = (true, 0.0_f64, None);
         for index in 0..cfg.trials {
-            let seed = derive_seed(cfg.seed, 2 * u64::from(index) + 1);
-            let forward_seed = derive_seed(cfg.seed, 2 * u64::from(index) + 2);
+            let (seed, forward_seed) = trial_seeds(cfg.seed, index);
             let request = |out, transport| request::Trial {
                 seed,
                 forward_seed,

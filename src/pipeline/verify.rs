@@ -426,8 +426,7 @@ impl<S: Spawner> Python<'_, S> {
         eval: &mut Evaluation,
     ) -> Result<(Trial, Option<String>), Failed> {
         let cfg = self.config;
-        let seed = derive_seed(cfg.seed, 2 * u64::from(plan.index) + 1);
-        let forward_seed = derive_seed(cfg.seed, 2 * u64::from(plan.index) + 2);
+        let (seed, forward_seed) = trial_seeds(cfg.seed, plan.index);
         let request = |out, transport| request::Trial {
             seed,
             forward_seed,
@@ -467,6 +466,15 @@ impl<S: Spawner> Python<'_, S> {
         };
         Ok((trial, checked.contract.or(ran.contract)))
     }
+}
+
+/// Trial `index`'s input seed and forward seed (seed streams 1, 2, 3, ...).
+pub(super) fn trial_seeds(run_seed: u64, index: u32) -> (u64, u64) {
+    let index = u64::from(index);
+    (
+        derive_seed(run_seed, 2 * index + 1),
+        derive_seed(run_seed, 2 * index + 2),
+    )
 }
 
 /// What a compared trial decides, its reason after `at`: wrong values (`incorrect`, whatever
