@@ -111,8 +111,7 @@ impl<S: Spawner> Python<'_, S> {
         eval: &mut Evaluation,
     ) -> Found {
         let cfg = self.config;
-        let bytes = self.facts.get(&task.id).and_then(|f| f.min_bytes);
-        let _hold = self.gates[slot].enter(cfg.alone(bytes));
+        let _hold = self.gates[slot].enter(self.alone(task));
         let ended = |cause: Cause| {
             let (verdict, reason) = cause.decide();
             let failed = !matches!(verdict, Verdict::Skipped);

@@ -239,6 +239,12 @@ impl<S: Spawner> Python<'_, S> {
         }
     }
 
+    /// Whether `task`'s evaluations take the GPU alone (`Config::alone`, by its facts' memory).
+    fn alone(&self, task: &Task) -> bool {
+        self.config
+            .alone(self.facts.get(&task.id).and_then(|f| f.min_bytes))
+    }
+
     /// The workers' evaluation, beside the other lanes or alone; out of GPU memory beside another
     /// lane is not the submission's fault until it runs out alone, so it runs once more alone.
     fn attempts(&self, task: &Task, sub: &Submission, build: &Build, slot: usize) -> Ended {
@@ -254,8 +260,7 @@ impl<S: Spawner> Python<'_, S> {
                 host_error,
             }
         };
-        let bytes = self.facts.get(&task.id).and_then(|f| f.min_bytes);
-        let alone = self.config.alone(bytes);
+        let alone = self.alone(task);
         let first = attempt(alone);
         if !(self.config.lanes > 1 && !alone && first.cause.out_of_memory()) {
             return first;

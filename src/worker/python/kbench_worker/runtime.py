@@ -278,6 +278,12 @@ def _backend(path):
     return functools.reduce(getattr, path.split("."), torch.backends)
 
 
+def _switch(path):
+    """The object that holds switch ``path`` (under torch.backends) and the switch's name."""
+    parent, _, name = path.rpartition(".")
+    return (_backend(parent) if parent else torch.backends), name
+
+
 def strict_fp32():
     """True fp32 for matmuls and convolutions (cuDNN allows TF32 by default): the reference must
     be exact fp32, and a candidate gets no free TF32 speedup."""
@@ -285,8 +291,7 @@ def strict_fp32():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     for path in _PRECISION_SWITCHES:
-        parent, _, name = path.rpartition(".")
-        holder = _backend(parent) if parent else torch.backends
+        holder, name = _switch(path)
         if hasattr(holder, name):
             setattr(holder, name, "ieee")
 
@@ -321,9 +326,8 @@ def set_switches(found):
         value = found.get(path)
         if not isinstance(value, bool if path in _CUDNN_SWITCHES else str):
             continue
-        parent, _, name = path.rpartition(".")
         try:
-            setattr(_backend(parent) if parent else torch.backends, name, value)
+            setattr(*_switch(path), value)
         except (AttributeError, RuntimeError, ValueError):
             continue
 
