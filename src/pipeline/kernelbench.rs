@@ -1,12 +1,13 @@
 //! `kernelbench.environment`: KernelBench's trials run again as its eval runs them, where
-//! kbench's own trials cannot stand for them. kbench judges in strict fp32 and checks every
-//! call; KernelBench's eval runs the reference and the candidate in one process under PyTorch's
-//! own switches (on a GPU cuDNN allows TF32, so a candidate's convolution in another layout or by
-//! another algorithm moves by 1e-3) and whatever the candidate sets, and compares each call's
-//! outputs and nothing else. On a GPU, and wherever kbench's own checks ended a trial before its
-//! outputs were compared, a fresh pair of workers loads the task and the submission in
-//! KernelBench's environment and runs its trials alone, on the same inputs: their verdict is
-//! `kernelbench_correct`. kbench's verdict is not touched.
+//! kbench's own trials cannot stand for them. kbench judges in strict fp32, on inputs of its own
+//! seeds, with the reference in a worker of its own, and checks every call; KernelBench's eval
+//! runs the task's source and the submission's in one namespace of one process, under PyTorch's
+//! own switches (on a GPU cuDNN allows TF32, so a convolution in another layout or by another
+//! algorithm moves by 1e-3) and whatever the submission sets, on inputs of its own seeds, and
+//! compares each call's outputs and nothing else. On a GPU, and wherever kbench's own checks
+//! ended a trial before its outputs were compared, a fresh candidate worker runs KernelBench's
+//! eval that way (`kbench_worker/kernelbench.py`): its verdict is `kernelbench_correct`.
+//! kbench's verdict is not touched.
 
 use std::time::Instant;
 
@@ -15,12 +16,16 @@ use crate::record::{Check, Evaluation, Outcome};
 use crate::submission::Submission;
 use crate::task::Task;
 use crate::verdict::{Cause, Verdict};
-use crate::worker::request::{self, CheckOutputs};
+use crate::worker::request::KernelbenchTrial;
 
 use super::load::Pair;
-use super::stage::{first_transport, Handover};
-use super::verify::{trial_seeds, KERNELBENCH_NEVER};
+use super::stage::ask;
+use super::verify::KERNELBENCH_NEVER;
 use super::{Python, Spawner};
+
+/// How the check's evidence introduces what KernelBench's eval, run as it runs, found.
+const ABOUT: &str =
+    "KernelBench's eval run as it runs (one process, PyTorch's own switches, its seeds)";
 
 /// The check that says why KernelBench's trials ran again, and what they found.
 pub(super) const NAME: &str = "kernelbench.environment";
@@ -35,7 +40,7 @@ pub(super) fn cut_short(index: u32, cause: &Cause) -> Option<Check> {
         name: NAME.into(),
         outcome: Outcome::Warn,
         evidence: format!(
-            "kbench's checks ended KernelBench's trial {index} before its outputs were compared ({reason}): its trials run again alone"
+            "kbench's checks ended KernelBench's trial {index} before its outputs were compared ({reason}): KernelBench's eval runs again alone"
         ),
         seconds: 0.0,
         runs: 1,
@@ -61,9 +66,9 @@ struct Found {
 }
 
 impl<S: Spawner> Python<'_, S> {
-    /// Where `needed`, KernelBench's trials in KernelBench's environment, by a fresh pair of
-    /// workers after the evaluation's own: `kernelbench_correct` and `kernelbench_needed` come
-    /// from them, the check `NAME` says so.
+    /// Where `needed`, KernelBench's trials as its eval runs them, by a fresh candidate worker
+    /// after the evaluation's own: `kernelbench_correct` and `kernelbench_needed` come from
+    /// them, the check `NAME` says so.
     pub(super) fn kernelbench_environment(
         &self,
         task: &Task,
@@ -90,19 +95,15 @@ impl<S: Spawner> Python<'_, S> {
             None => eval.checks.push(Check {
                 name: NAME.into(),
                 outcome: Outcome::Pass,
-                evidence: format!(
-                    "on a GPU KernelBench's eval runs under PyTorch's own switches (cuDNN TF32): {}",
-                    found.evidence
-                ),
+                evidence: format!("{ABOUT}: {}", found.evidence),
                 seconds,
                 runs: 1,
             }),
         }
     }
 
-    /// KernelBench's trials by a fresh pair of workers loaded for them (`Load::kernelbench`):
-    /// the run's `--trials` plain trials on kbench's trials' inputs, each call's outputs judged
-    /// by KernelBench's rule with the reference under the switches the candidate's process had.
+    /// KernelBench's trials by a candidate worker of a fresh pair, loaded for them
+    /// (`Load::kernelbench`); the pair's reference worker has no part in them.
     fn kernelbench_alone(
         &self,
         task: &Task,
@@ -110,97 +111,51 @@ impl<S: Spawner> Python<'_, S> {
         slot: usize,
         eval: &mut Evaluation,
     ) -> Found {
-        let cfg = self.config;
         let _hold = self.gates[slot].enter(self.alone(task));
-        let ended = |cause: Cause| {
-            let (verdict, reason) = cause.decide();
-            let failed = !matches!(verdict, Verdict::Skipped);
-            Found {
-                verdict: failed.then_some((false, KERNELBENCH_NEVER)),
-                evidence: format!("in KernelBench's environment: {reason}"),
-            }
-        };
-        let mut pair = match self.take_pair(slot) {
+        let pair = match self.take_pair(slot) {
             Ok(pair) => pair,
             Err(e) => return ended(Cause::Unready(e)),
         };
-        let _lent = match self.lend(sub, pair.workspace.take()) {
+        let _lent = match self.lend(sub, pair.workspace) {
             Ok(lent) => lent,
             Err(e) => return ended(Cause::Unready(e)),
         };
         let Pair {
-            mut reference,
+            reference,
             mut candidate,
-            mut logs,
+            logs: [reference_log, candidate_log],
             exchange,
             ..
         } = pair;
-        eval.logs
-            .extend(self.claim_logs(sub, &mut logs, false, "kernelbench-"));
-        let workers = (&mut reference, &mut candidate);
-        let found = match self.load(task, sub, slot, workers, &exchange, true) {
-            Ok(_) => {
-                let mut transport = first_transport(cfg.device);
-                let mut handover = Handover {
-                    reference: &mut reference,
-                    candidate: &mut candidate,
-                    transport: &mut transport,
-                    exchange: &exchange,
-                };
-                match self.kernelbench_trials_alone(&mut handover) {
-                    Ok(found) => found,
-                    Err(cause) => ended(cause),
-                }
-            }
+        S::finish(reference);
+        let _ = std::fs::remove_file(reference_log);
+        let (log, rel) = self.log_path(sub, "kernelbench-candidate");
+        let _ = std::fs::rename(candidate_log, log);
+        eval.logs.push(rel);
+        let found = match self.load_kernelbench(task, sub, slot, &mut candidate, &exchange) {
+            Ok(()) => self.kernelbench_trials_alone(&mut candidate),
             Err(cause) => ended(cause),
         };
-        S::finish(reference);
         S::finish(candidate);
         found
     }
 
-    /// The trials themselves, on the inputs and forward seeds of kbench's first `--trials`
-    /// trials; past the first that no tolerance of KernelBench's passes they stop.
-    fn kernelbench_trials_alone(
-        &self,
-        handover: &mut Handover<'_, S::Worker>,
-    ) -> Result<Found, Cause> {
+    /// The run's `--trials` trials; past the first that no tolerance of KernelBench's passes
+    /// they stop (what KernelBench's eval does after a failed trial cannot change its verdict).
+    fn kernelbench_trials_alone(&self, candidate: &mut S::Worker) -> Found {
         let cfg = self.config;
         let tolerance = cfg.kernelbench_tolerance;
         let (mut correct, mut needed, mut first_miss) = (true, 0.0_f64, None);
         for index in 0..cfg.trials {
-            let (seed, forward_seed) = trial_seeds(cfg.seed, index);
-            let request = |out, transport| request::Trial {
-                seed,
-                forward_seed,
-                variant: None,
-                deep: false,
-                out,
-                transport,
+            let trial = KernelbenchTrial { index, tolerance };
+            let judged = match ask(candidate, trial, cfg.timeouts.call) {
+                Ok(judged) => judged,
+                Err(cause) => return ended(cause),
             };
-            let check = |ran: &super::replies::Shipped| {
-                Some(CheckOutputs {
-                    seed,
-                    forward_seed,
-                    variant: None,
-                    deep: false,
-                    candidate_out: Default::default(),
-                    ipc: None,
-                    kernelbench_tolerance: Some(tolerance),
-                    switches: ran.switches.clone(),
-                })
-            };
-            let file = format!("kernelbench{index}.pt");
-            let (_, checked) = handover.exchange(request, check, cfg.timeouts.call, &file)?;
-            let checked = checked.unwrap_or_default();
-            let passed = checked.kernelbench_correct == Some(true);
-            correct &= passed;
-            needed = needed.max(checked.kernelbench_needed.unwrap_or(KERNELBENCH_NEVER));
-            if !passed && first_miss.is_none() {
-                first_miss = Some(format!(
-                    "trial {index}: {}",
-                    checked.reason.unwrap_or_default()
-                ));
+            correct &= judged.correct;
+            needed = needed.max(judged.needed);
+            if !judged.correct && first_miss.is_none() {
+                first_miss = Some(format!("trial {index}: {}", judged.reason));
             }
             if needed >= KERNELBENCH_NEVER {
                 break;
@@ -208,18 +163,28 @@ impl<S: Spawner> Python<'_, S> {
         }
         let evidence = match first_miss {
             None => format!(
-                "in KernelBench's environment its {} trials are correct at {tolerance:e} (they need {})",
+                "its {} trials are correct at {tolerance:e} (they need {})",
                 cfg.trials,
                 short(needed)
             ),
-            Some(miss) => format!(
-                "in KernelBench's environment not correct at {tolerance:e}: {miss}"
-            ),
+            Some(miss) => format!("not correct at {tolerance:e}: {miss}"),
         };
-        Ok(Found {
+        Found {
             verdict: Some((correct, needed)),
             evidence,
-        })
+        }
+    }
+}
+
+/// What ended KernelBench's trials before they were judged: false where the submission's (as
+/// KernelBench's eval fails a kernel whose load or call raises), no verdict where nothing of
+/// the submission's did (kbench's own failure, a skip).
+fn ended(cause: Cause) -> Found {
+    let (verdict, reason) = cause.decide();
+    let failed = !matches!(verdict, Verdict::Skipped);
+    Found {
+        verdict: failed.then_some((false, KERNELBENCH_NEVER)),
+        evidence: format!("KernelBench's eval ends: {reason}"),
     }
 }
 

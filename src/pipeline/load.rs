@@ -1,7 +1,8 @@
 //! Workers for evaluations, and the load: per slot a queue of reference and candidate worker
-//! pairs started ahead of need (`take_pair`, `refill`), a candidate worker alone (`start_candidate`), and the load of the task in the reference
-//! worker and of the submission in the candidate, at once. Sizes the task as the run asks
-//! (`sizing`). Runs no trial.
+//! pairs started ahead of need (`take_pair`, `refill`), a candidate worker alone
+//! (`start_candidate`), and the load of the task in the reference worker and of the submission
+//! in the candidate, at once (or of both in the candidate alone, for KernelBench's eval:
+//! `load_kernelbench`). Sizes the task as the run asks (`sizing`). Runs no trial.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -19,7 +20,7 @@ use crate::worker::request::Load;
 use crate::worker::{Link, Reply, Spawn};
 
 use super::replies::Loaded;
-use super::stage::{stage_submission, Exchange};
+use super::stage::{ask, stage_submission, Exchange};
 use super::workspace::Workspace;
 use super::{Python, Spawner};
 
@@ -194,8 +195,24 @@ impl<S: Spawner> Python<'_, S> {
         }
     }
 
-    /// Load the task in the reference worker and the submission in the candidate, at once (for
-    /// KernelBench's trials alone with `kernelbench`: `kernelbench.environment`); the
+    /// The candidate's load request: the task, and the submission staged in `exchange` with
+    /// its build environment.
+    fn candidate_load(
+        &self,
+        task: &Task,
+        sub: &Submission,
+        exchange: &Exchange,
+    ) -> Result<Load, Failed> {
+        let staged =
+            stage_submission(sub, exchange, self.config.compat.as_ref()).map_err(Cause::Unready)?;
+        Ok(Load {
+            submission: Some(staged.0),
+            env: Some(self.build_env(sub).into_iter().collect()),
+            ..self.load_request(task)
+        })
+    }
+
+    /// Load the task in the reference worker and the submission in the candidate, at once; the
     /// reference's failure decides first (it is not the submission's fault). Returns the task's
     /// constants and the candidate's reply.
     pub(super) fn load(
@@ -205,22 +222,10 @@ impl<S: Spawner> Python<'_, S> {
         slot: usize,
         (reference, candidate): (&mut S::Worker, &mut S::Worker),
         exchange: &Exchange,
-        kernelbench: bool,
     ) -> Result<(Map<String, Value>, Loaded), Failed> {
         let cfg = self.config;
-        let load = Load {
-            kernelbench,
-            ..self.load_request(task)
-        };
-        let cand_load = Load {
-            submission: Some(
-                stage_submission(sub, exchange, cfg.compat.as_ref())
-                    .map_err(Cause::Unready)?
-                    .0,
-            ),
-            env: Some(self.build_env(sub).into_iter().collect()),
-            ..load.clone()
-        };
+        let load = self.load_request(task);
+        let cand_load = self.candidate_load(task, sub, exchange)?;
         let loads = std::thread::scope(|s| {
             let r = s.spawn(|| reference.request(load, cfg.timeouts.load));
             let c = candidate.request(cand_load, cfg.timeouts.load + cfg.timeouts.compile);
@@ -237,6 +242,26 @@ impl<S: Spawner> Python<'_, S> {
             Ok(Reply::Err(e)) => Err(Cause::Raised(e)),
             Err(f) => Err(Cause::Silent(f)),
         }
+    }
+
+    /// Load the task and the submission in `candidate` as KernelBench's eval loads them, for
+    /// its trials alone (`kernelbench.environment`); no reference worker takes part.
+    pub(super) fn load_kernelbench(
+        &self,
+        task: &Task,
+        sub: &Submission,
+        slot: usize,
+        candidate: &mut S::Worker,
+        exchange: &Exchange,
+    ) -> Result<(), Failed> {
+        let cfg = self.config;
+        let load = Load {
+            kernelbench: true,
+            ..self.candidate_load(task, sub, exchange)?
+        };
+        let loaded = ask(candidate, load, cfg.timeouts.load + cfg.timeouts.compile);
+        self.refill(slot);
+        loaded.map(|_| ())
     }
 }
 

@@ -307,7 +307,6 @@ impl<S: Spawner> Python<'_, S> {
                 slot,
                 (&mut pair.reference, &mut pair.candidate),
                 &pair.exchange,
-                false,
             );
             // A load that fails counts here too.
             eval.phases.load_s = started.elapsed().as_secs_f64();

@@ -9,7 +9,7 @@ use crate::reference_ops::Launches;
 pub use crate::timing::Checked;
 use crate::verdict::BuildFailure;
 use crate::worker::request::{
-    CheckOutputs, Command, Compile, Load, Perturb, Profile, State, Trial, Warm,
+    CheckOutputs, Command, Compile, KernelbenchTrial, Load, Perturb, Profile, State, Trial, Warm,
 };
 
 /// What the compile pool built: whether ModelNew exists, its kernels, how far warming it got.
@@ -62,9 +62,6 @@ pub struct Shipped {
     /// The first breach of the module contract the call's checks found, naming the check: a
     /// `contract` verdict where the reference finds the outputs right.
     pub contract: Option<String>,
-    /// In KernelBench's environment: the switches of its process before the call, which the
-    /// reference runs under (`kernelbench.environment`).
-    pub switches: Option<Map<String, Value>>,
 }
 
 impl Command for Trial {
@@ -85,6 +82,20 @@ impl Command for State {
 
 impl Command for CheckOutputs {
     type Reply = Checked;
+}
+
+/// One of KernelBench's trials as its eval ran it: its verdict at the tolerance asked, the least
+/// tolerance that passes it (`KERNELBENCH_NEVER` for none), and why it failed.
+#[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct Judged {
+    pub correct: bool,
+    pub needed: f64,
+    pub reason: String,
+}
+
+impl Command for KernelbenchTrial {
+    type Reply = Judged;
 }
 
 /// The shapes of the task's parameters perturbed, in order; from the candidate also how its

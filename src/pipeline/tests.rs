@@ -86,6 +86,9 @@ mod scripted {
                 "startup_s": 0.5, "kernels": ["cupy:relu"], "checks": [],
             })),
             Request::Trial(_) => fake::ok(json!({"checks": []})),
+            Request::KernelbenchTrial(_) => {
+                fake::ok(json!({"correct": true, "needed": 0.0, "reason": ""}))
+            }
             Request::Perturb(_) => fake::ok(json!({"shapes": [[8, 8]]})),
             Request::TimeSetup(_) => fake::ok(json!({"median_ms": 1.0})),
             Request::Time(_) => fake::ok(json!({"samples_ms": [1.0, 1.05, 0.95, 1.0, 1.02]})),
@@ -459,46 +462,41 @@ mod scripted {
                 .evidence
                 .starts_with("kbench's checks ended KernelBench's trial 0")
                 && again.evidence.ends_with(
-                    "in KernelBench's environment its 2 trials are correct at 1e-4 (they need 0)"
+                    "KernelBench's eval runs again alone; its 2 trials are correct at 1e-4 (they need 0)"
                 ),
             "{}",
             again.evidence
         );
-        assert_eq!(eval.logs.len(), 4, "{:?}", eval.logs);
+        assert_eq!(eval.logs.len(), 3, "{:?}", eval.logs);
     }
 
-    /// KernelBench's trials run again alone, in a fresh pair loaded for them (`Load::kernelbench`),
-    /// the reference under the switches the candidate's process reported; their verdict is
+    /// KernelBench's trials run again alone, by a candidate worker of a fresh pair loaded for
+    /// them (`Load::kernelbench`, the pair's reference worker unused); their verdict is
     /// KernelBench's, and kbench's own verdict is untouched. On the CPU, where kbench's trials
     /// stand for KernelBench's, no pair is started otherwise.
     #[test]
-    fn kernelbench_trials_run_again_in_its_environment_where_it_matters() {
-        fn judged_alone(request: &Request) -> Answer {
-            match request {
-                Request::Check(c) if c.switches.is_some() => {
-                    let sent = json!({"cudnn.benchmark": true});
-                    assert_eq!(c.switches.as_ref(), sent.as_object());
-                    fake::ok(json!({
-                        "correct": false, "reason": "not allclose at 0.0001 (needs 0.003)",
-                        "kernelbench_correct": false, "kernelbench_needed": 3e-3, "checks": [],
-                    }))
-                }
-                other => reference(other),
-            }
-        }
+    fn kernelbench_trials_run_again_as_its_eval_runs_them_where_it_matters() {
         fn static_output(request: &Request) -> Answer {
             match request {
                 Request::Trial(t) if t.deep => fake::err(error(
                     ErrorKind::Contract,
                     "outputs.independence: forward returns the same output storage on every call",
                 )),
-                Request::Trial(t) if t.out.to_string_lossy().contains("kernelbench") => {
-                    fake::ok(json!({"checks": [], "switches": {"cudnn.benchmark": true}}))
+                Request::Load(l) if l.kernelbench => {
+                    assert!(l.submission.is_some() && l.env.is_some(), "{l:?}");
+                    fake::ok(json!({"startup_s": 0.5}))
+                }
+                Request::KernelbenchTrial(t) => {
+                    assert!(t.index < 2 && t.tolerance == 1e-4, "{t:?}");
+                    fake::ok(json!({
+                        "correct": false, "needed": 3e-3,
+                        "reason": "not allclose at 0.0001 (needs 0.003)",
+                    }))
                 }
                 other => candidate(other),
             }
         }
-        let eval = evaluate(judged_alone, static_output);
+        let eval = evaluate(reference, static_output);
         assert_eq!(eval.verdict, Verdict::Contract);
         assert_eq!(
             (eval.kernelbench_correct, eval.kernelbench_needed),
@@ -507,14 +505,14 @@ mod scripted {
         let again = check(&eval, "kernelbench.environment");
         assert!(
             again.evidence.ends_with(
-                "its trials run again alone; in KernelBench's environment not correct at 1e-4: trial 0: not allclose at 0.0001 (needs 0.003)"
+                "KernelBench's eval runs again alone; not correct at 1e-4: trial 0: not allclose at 0.0001 (needs 0.003)"
             ),
             "{}",
             again.evidence
         );
-        assert_eq!(eval.logs.len(), 4);
+        assert_eq!(eval.logs.len(), 3);
         assert!(
-            eval.logs[3].ends_with(".kernelbench-candidate.log"),
+            eval.logs[2].ends_with(".kernelbench-candidate.log"),
             "{:?}",
             eval.logs
         );
@@ -525,6 +523,38 @@ mod scripted {
             .checks
             .iter()
             .all(|c| c.name != "kernelbench.environment"));
+    }
+
+    /// What KernelBench's eval, run again, cannot get past decides as in KernelBench: the
+    /// submission's error fails it; kbench's own (a worker it could not start) says nothing.
+    #[test]
+    fn kernelbench_eval_fails_where_the_submission_raises() {
+        fn raises(request: &Request) -> Answer {
+            match request {
+                Request::Trial(t) if t.deep => fake::err(error(
+                    ErrorKind::Contract,
+                    "outputs.independence: forward returns the same output storage on every call",
+                )),
+                Request::KernelbenchTrial(_) => fake::err(error(
+                    ErrorKind::Forward,
+                    "forward: RuntimeError: Offset increment outside graph capture",
+                )),
+                other => candidate(other),
+            }
+        }
+        let eval = evaluate(reference, raises);
+        assert_eq!(
+            (eval.kernelbench_correct, eval.kernelbench_needed),
+            (Some(false), Some(1.0))
+        );
+        let again = check(&eval, "kernelbench.environment");
+        assert!(
+            again
+                .evidence
+                .contains("KernelBench's eval ends: forward: RuntimeError: Offset increment"),
+            "{}",
+            again.evidence
+        );
     }
 
     /// `kernelbench_needed` is the largest over KernelBench's trials, which go on past kbench's
@@ -1102,13 +1132,14 @@ mod scripted {
                     3,
                 ),
                 // A cheat caught before its outputs were compared: KernelBench's trials run
-                // again alone, in a fresh pair of their own (`kernelbench.environment`).
+                // again alone, by the candidate worker of a fresh pair, whose reference loads
+                // nothing (`kernelbench.environment`).
                 (
                     "cheat",
                     &["cheat.py", "b.py"],
                     never,
                     &[Cheat, Pass],
-                    &[2, 1, 0],
+                    &[2, 0, 0],
                     4,
                 ),
                 // The first reference's two companions go with it.

@@ -444,7 +444,6 @@ impl<S: Spawner> Python<'_, S> {
                 candidate_out: PathBuf::new(),
                 ipc: None,
                 kernelbench_tolerance: plan.kernelbench.then_some(cfg.kernelbench_tolerance),
-                switches: None,
             })
         };
         let file = format!("trial{}.pt", plan.index);
@@ -496,7 +495,7 @@ const SECOND_CALL_CHECKS: [&str; 2] = ["outputs.independence", "determinism.reru
 const KERNELBENCH_LOOSEST: f64 = 1e-2;
 
 /// `Evaluation::kernelbench_needed` where no tolerance of KernelBench's versions passes (the
-/// worker's `reference.NEVER`).
+/// worker's `kernelbench.NEVER`).
 pub(super) const KERNELBENCH_NEVER: f64 = 1.0;
 
 /// KernelBench's verdict when one of its trials ended in `cause`: false where the kernel failed

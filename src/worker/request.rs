@@ -73,6 +73,8 @@ commands! {
     Load(Load);
     /// One correctness trial in the candidate, its outputs handed over.
     Trial(Trial);
+    /// One of KernelBench's trials as its eval runs it, in a candidate loaded for them.
+    KernelbenchTrial(KernelbenchTrial);
     /// Compare the candidate's outputs with the reference's, in the reference worker.
     Check(CheckOutputs);
     /// Compare one timed call's output, read from the candidate's pool, with the reference's.
@@ -210,8 +212,8 @@ pub struct Load {
     pub submission: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env: Option<BTreeMap<String, String>>,
-    /// `kernelbench.environment`: the worker runs KernelBench's trials alone, under PyTorch's
-    /// own switches and what the submission sets (none turned back to strict fp32).
+    /// `kernelbench.environment`: the candidate loads the task and the submission as
+    /// KernelBench's eval does, for its trials alone (`KernelbenchTrial`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub kernelbench: bool,
 }
@@ -250,6 +252,15 @@ pub struct Trial {
     pub transport: String,
 }
 
+/// One of KernelBench's trials as its eval runs it (`kernelbench.environment`): its index from 0,
+/// judged at `tolerance`.
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct KernelbenchTrial {
+    pub index: u32,
+    pub tolerance: f64,
+}
+
 /// Compare the output of one timed call, read from slot `slot` of the candidate's pool (`kept`,
 /// as the candidate's set-up described it), with the reference's on that call's inputs.
 #[derive(Clone, Debug, Serialize)]
@@ -278,9 +289,6 @@ pub struct CheckOutputs {
     /// On KernelBench's trials: judge by KernelBench's rule too, at this tolerance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernelbench_tolerance: Option<f64>,
-    /// In KernelBench's environment: the switches of the candidate's process before its call.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub switches: Option<Map<String, Value>>,
 }
 
 #[derive(Clone, Debug, Serialize)]

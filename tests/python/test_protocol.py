@@ -35,9 +35,10 @@ ROLES = {
     probe: [probe],
     ceilings: [ceilings],
 }
-# Fields kbench sends that a role does not read: the candidate's `load` (its submission and build
-# environment) reaches the reference as the same request without them.
-SHARED = {reference: {"env", "submission"}}
+# Fields kbench sends that a role does not read: the candidate's `load` (its submission, build
+# environment, and whether it runs KernelBench's eval) reaches the reference as the same request
+# without them.
+SHARED = {reference: {"env", "submission", "kernelbench"}}
 # A handler's read of its request: `req.x` (`req.cmd` is the class's, not a field).
 READS = re.compile(r"\breq\.(\w+)")
 # A reply field a worker writes: a dict key `"x": ...`, or `reply["x"] = ...`.
@@ -280,13 +281,13 @@ def test_the_workers_write_every_reply_field_kbench_reads():
     commands = schema()["commands"]
     assert not unwritten_replies(commands, ROLES)
     # A field no worker writes, and one only another role's code writes (the reference's check
-    # reply fields asked of the candidate's `trial`, but for the two both write), are both reported.
+    # reply fields asked of the candidate's `trial`, but for those both write), are both reported.
     made_up = [{"cmd": "time", "request": [], "reply": [{"name": "samples_ms"}, {"name": "jitter_ms"}]}]
     assert unwritten_replies(made_up, ROLES) == {("time", "jitter_ms")}
     check = next(e for e in commands if e["cmd"] == "check")
     borrowed = [{"cmd": "trial", "request": [], "reply": check["reply"]}]
     assert unwritten_replies(borrowed, {candidate: ROLES[candidate]}) == {
-        ("trial", field["name"]) for field in check["reply"] if field["name"] not in ("checks", "contract")
+        ("trial", field["name"]) for field in check["reply"] if field["name"] not in ("checks", "contract", "correct", "reason")
     }
 
 

@@ -69,6 +69,7 @@ def test_a_second_load_rebuilds_what_the_last_evaluation_changed(tmp_path, chang
     task.write_text(TASK)
     load = Load(task=str(task), device="cpu", precision="fp32", atol=1e-2, rtol=1e-2, set={})
     session = Session(SimpleNamespace(startup_s=0.0))
+    harness.forget_tasks()  # as in a fresh worker, whatever tests ran before in this process
     session.load(load)
     fresh = _state(session)
     change(session)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import torch
 
-from . import cause, checks, harness, integrity, kernels, outputs, poison, profile, runtime, symbols, taskfile, timing, transfer
+from . import cause, checks, harness, integrity, kernelbench, kernels, outputs, poison, profile, runtime, symbols, taskfile, timing, transfer
 from .harness import ContractError, TamperError
-from .messages import Load, Loaded, Perturb, Perturbed, Profile, Profiled, Shipped, State, Stated, Time, Timed, TimeSetup, Trial, Warmed
+from .messages import Judged, KernelbenchTrial, Load, Loaded, Perturb, Perturbed, Profile, Profiled, Shipped, State, Stated, Time, Timed, TimeSetup, Trial, Warmed
 from .protocol import error, serve
 
 
@@ -34,12 +34,8 @@ class Candidate:
         os.environ.update(req.env or {})
         overrides = taskfile.overrides(req.task, req.scale, req.set)
         self.task = harness.load_task(req.task, overrides)
-        # `kernelbench.environment`: KernelBench's trials alone, under PyTorch's own switches and
-        # whatever the submission sets (none turned back), as in KernelBench's eval.
-        self.kernelbench = req.kernelbench
         # Baselines before the submission runs: threads of torch's own pools, true fp32, the L2 limit.
-        if not self.kernelbench:
-            runtime.strict_fp32()
+        runtime.strict_fp32()
         runtime.warm_thread_pools(self.device)
         self.threads = runtime.Threads()
         self.l2 = runtime.L2Limit() if self.cuda else None
@@ -58,8 +54,7 @@ class Candidate:
         self.model = harness.build(cls, self.init, self.device, self.precision)
         kernels.phase = "forward"
         self.checks = checks.Log()  # what the import and the constructor did
-        if not self.kernelbench:
-            self.checks.run("precision.tf32_flags", runtime.tf32_flags)
+        self.checks.run("precision.tf32_flags", runtime.tf32_flags)
         self.timed = None
         self.shared = None
         self.perturbed = None  # the seed of `params.perturbation`, once applied
@@ -68,8 +63,6 @@ class Candidate:
     def trial(self, req):
         """Run one call under the runtime checks (with ``deep``, the expensive ones too) and hand
         its outputs and its (possibly modified) inputs to kbench."""
-        if self.kernelbench:
-            return self.kernelbench_trial(req)
         self.shared = None
         harness.release_memory(self.device)
         log = checks.Log()
@@ -83,20 +76,6 @@ class Candidate:
         # A breach of the module contract is kbench's to judge once the outputs are compared.
         reply["contract"] = log.breach
         return {**reply, **self.hand_over(out, inputs, req)}
-
-    def kernelbench_trial(self, req):
-        """One of KernelBench's trials as its eval runs it: a plain call, no check, the switches
-        left as they are. The reply carries the switches as they were before the call, which
-        KernelBench's reference (run first, in this process) would have run under. As in its
-        loop, a trial's inputs are made while the last trial's are still held, so they lie at
-        other addresses (a CUDA graph that kept its first call's input addresses reads stale
-        ones there)."""
-        before = runtime.switches()
-        inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision)
-        out = harness.forward(self.model, inputs, req.forward_seed)
-        harness.synchronize(self.device)
-        self.shared = None
-        return {"switches": before, "checks": [], **self.hand_over(out, inputs, req)}
 
     def hand_over(self, out, inputs, req):
         """Outputs and the post-call inputs, for the reference worker: CUDA IPC views kept alive
@@ -298,12 +277,26 @@ class Session:
     def __init__(self, channel):
         self.channel = channel
         self.candidate = None
+        self.kernelbench = None
 
     def load(self, req: Load) -> Loaded:
+        if req.kernelbench:
+            return self.load_kernelbench(req)
         self.candidate = Candidate(req)
         harness.release_memory(self.candidate.device)
         verify(self.candidate)
         return {**self.candidate.kernel_report(), "startup_s": self.channel.startup_s, "checks": self.candidate.checks.entries()}
+
+    def load_kernelbench(self, req: Load) -> Loaded:
+        """`kernelbench.environment`: the task and the submission loaded as KernelBench's eval
+        loads them, for its trials alone (`kernelbench.Eval`)."""
+        os.environ.update(req.env or {})  # this submission's build cache
+        overrides = taskfile.overrides(req.task, req.scale, req.set)
+        self.kernelbench = kernelbench.Eval(req.task, req.submission, overrides, req.device, req.precision)
+        return {"startup_s": self.channel.startup_s}
+
+    def kernelbench_trial(self, req: KernelbenchTrial) -> Judged:
+        return self.kernelbench.trial(req.index, req.tolerance)
 
     def trial(self, req: Trial) -> Shipped:
         reply = self.candidate.trial(req)
@@ -339,6 +332,7 @@ def commands(channel):
     return {
         "load": session.load,
         "trial": session.trial,
+        "kernelbench_trial": session.kernelbench_trial,
         "perturb": session.perturb,
         "time_setup": session.time,
         "time": session.time,

@@ -126,6 +126,16 @@ class Trial:
 
 
 @dataclass(frozen=True)
+class KernelbenchTrial:
+    """One of KernelBench's trials as its eval runs it (`kernelbench.environment`), in a
+    candidate worker loaded with ``kernelbench``: its index from 0, judged at ``tolerance``."""
+
+    cmd: ClassVar[str] = "kernelbench_trial"
+    index: int
+    tolerance: float
+
+
+@dataclass(frozen=True)
 class CheckKept:
     """Compare the output of one timed call, read from slot ``slot`` of the candidate's pool
     (``kept``, as its set-up described it), with the reference's on that call's inputs, in the
@@ -151,7 +161,6 @@ class CheckOutputs:
     deep: bool = False
     ipc: Any = None
     kernelbench_tolerance: Optional[float] = None
-    switches: Optional[dict[str, Any]] = None
 
 
 @dataclass(frozen=True)
@@ -360,7 +369,6 @@ class Shipped(TypedDict, total=False):
     compiled: Optional[list[str]]
     contract: Optional[str]
     ipc: Any
-    switches: Optional[dict[str, Any]]
 
 
 class Checked(TypedDict, total=False):
@@ -373,6 +381,12 @@ class Checked(TypedDict, total=False):
     max_rel_diff: Optional[float]
     reason: Optional[str]
     uncheckable: bool
+
+
+class Judged(TypedDict):
+    correct: bool
+    needed: float
+    reason: str
 
 
 class Perturbed(TypedDict, total=False):
@@ -429,7 +443,7 @@ class Measured(TypedDict, total=False):
 
 REQUESTS = {
     cls.cmd: cls
-    for cls in (Ping, Exit, Compile, Warm, Load, Trial, CheckKept, CheckOutputs, Perturb, TimeSetup, Time, State, Profile, Inspect, CheckFiles, Probe, MeasureCeilings)
+    for cls in (Ping, Exit, Compile, Warm, Load, Trial, KernelbenchTrial, CheckKept, CheckOutputs, Perturb, TimeSetup, Time, State, Profile, Inspect, CheckFiles, Probe, MeasureCeilings)
 }
 
 
@@ -449,6 +463,7 @@ REPLIES = {
     "warm": Built,
     "load": Loaded,
     "trial": Shipped,
+    "kernelbench_trial": Judged,
     "check": Checked,
     "check_kept": Checked,
     "perturb": Perturbed,

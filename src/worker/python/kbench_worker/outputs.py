@@ -14,6 +14,9 @@ import torch
 
 from .harness import ContractError, OutputCheckError, OutputTypeError, TamperError
 
+# Elements per comparison step: bounds the temporaries of a comparison on multi-GB outputs.
+CHUNK = 1 << 26
+
 # Integer dtypes of each element size, to compare any tensor bit for bit (NaN equals NaN).
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
@@ -24,6 +27,13 @@ def _container(out):
     kind = type(out)
     structseq = getattr(torch.return_types, kind.__name__, None) is kind
     return kind is tuple or kind is list or structseq
+
+
+def pieces(r, c):
+    """Matching flat pieces of two same-shape tensors (whole tensors when not contiguous)."""
+    if r.is_contiguous() and c.is_contiguous():
+        return zip(r.view(-1).split(CHUNK), c.view(-1).split(CHUNK))
+    return [(r, c)]
 
 
 def tensors(out):

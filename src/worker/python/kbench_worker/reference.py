@@ -13,24 +13,14 @@ import time
 
 import torch
 
-from . import cause, checks, harness, kept, outputs, precision, profile, runtime, taskfile, timing, transfer
+from . import cause, checks, harness, kept, kernelbench, outputs, precision, profile, runtime, taskfile, timing, transfer
 from .messages import Checked, CheckKept, CheckOutputs, Load, Loaded, Perturb, Perturbed, Profile, Profiled, Time, Timed, TimeSetup, Warmed
 from .protocol import error, serve
-
-# Elements per comparison step: bounds the temporaries of a comparison on multi-GB outputs.
-CHUNK = 1 << 26
-
-
-def _chunks(r, c):
-    """Matching flat pieces of two same-shape tensors (whole tensors when not contiguous)."""
-    if r.is_contiguous() and c.is_contiguous():
-        return zip(r.view(-1).split(CHUNK), c.view(-1).split(CHUNK))
-    return [(r, c)]
 
 
 def _peak(r):
     """max|r| (NaN when r holds NaN), in chunks."""
-    return max((rp.abs().max().item() for rp, _ in _chunks(r, r) if rp.numel()), default=0.0)
+    return max((rp.abs().max().item() for rp, _ in outputs.pieces(r, r) if rp.numel()), default=0.0)
 
 
 def scaled_atol(r, atol):
@@ -69,7 +59,7 @@ def compare(ref, cand, atol, rtol, log, excused=()):
             if tol < atol:
                 scaled.append((f"output {i}: atol {atol:g} -> {tol:.3g} (1% of max|ref| {peak:.3g})", time.perf_counter() - started))
         mismatch = False
-        for rp, cp in _chunks(r, c):
+        for rp, cp in outputs.pieces(r, c):
             if exact:
                 mismatch |= not torch.equal(rp, cp)
                 continue
@@ -87,7 +77,7 @@ def compare(ref, cand, atol, rtol, log, excused=()):
             return {"correct": False, "reason": f"output {i} differs (exact comparison, dtype {r.dtype})"}
         if mismatch:
             # The scaled atol decided only if the output passes with the given one.
-            decided = tol < atol and all(torch.allclose(cp, rp, atol=atol, rtol=rtol) for rp, cp in _chunks(r, c))
+            decided = tol < atol and all(torch.allclose(cp, rp, atol=atol, rtol=rtol) for rp, cp in outputs.pieces(r, c))
             _log_scaled(log, scaled, "fail" if decided else "pass")
             shown = f"atol {atol}" if not decided else f"correctness.scaled_tolerance: atol {atol} scaled to {tol:.3g}, 1% of max|ref| {peak:.3g}"
             return {
@@ -100,54 +90,6 @@ def compare(ref, cand, atol, rtol, log, excused=()):
     _log_scaled(log, scaled, "pass")
     finite = lambda x: x if math.isfinite(x) else None  # noqa: E731 - JSON has no inf
     return {"correct": True, "reason": "", "max_abs_diff": finite(worst_abs), "max_rel_diff": finite(worst_rel)}
-
-
-def _allclose(r, c, atol, rtol):
-    """`torch.allclose` of one output against the reference's, in chunks (same shape and dtype:
-    otherwise not close)."""
-    if tuple(c.shape) != tuple(r.shape) or c.dtype != r.dtype:
-        return False
-    return all(torch.allclose(cp, rp, atol=atol, rtol=rtol) for rp, cp in _chunks(r, c.to(r.device)))
-
-
-def kernelbench_correct(ref, cand, tol):
-    """KernelBench's own verdict on one trial: the outputs have the reference's structure and
-    shapes and ``torch.allclose(out, ref, atol=tol, rtol=tol)``; nothing else (no scaled
-    tolerance, no float64). A dtype allclose cannot compare fails, as it raises upstream."""
-    refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
-    cands = list(cand) if isinstance(cand, (tuple, list)) else [cand]
-    if outputs.structure(ref) != outputs.structure(cand):
-        return False
-    return all(_allclose(r, c, tol, tol) for r, c in zip(refs, cands))
-
-
-def kernelbench_needed(ref, cand):
-    """The least tolerance at which KernelBench's rule passes this trial: the largest
-    |out - ref| / (1 + |ref|) over the outputs (`allclose` with atol = rtol = t holds from there
-    on, up to float32 rounding at the boundary), computed in float64; 1.0 where no tolerance of
-    KernelBench's versions passes it (another structure, shape or dtype, a NaN, a difference of
-    1 or more). It gives KernelBench's verdict at any tolerance from one run."""
-    refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
-    cands = list(cand) if isinstance(cand, (tuple, list)) else [cand]
-    if outputs.structure(ref) != outputs.structure(cand):
-        return NEVER
-    needed = 0.0
-    for r, c in zip(refs, cands):
-        if tuple(c.shape) != tuple(r.shape) or c.dtype != r.dtype:
-            return NEVER
-        for rp, cp in _chunks(r, c.to(r.device)):
-            r64, c64 = rp.double(), cp.double()
-            # Equal values (equal infinities too) are close at any tolerance; a NaN never is.
-            ratio = torch.where(r64 == c64, torch.zeros_like(r64), (c64 - r64).abs() / (1 + r64.abs()))
-            worst = float(ratio.max()) if ratio.numel() else 0.0
-            if not worst < NEVER:  # NaN, inf or >= 1
-                return NEVER
-            needed = max(needed, worst)
-    return needed
-
-
-# `kernelbench_needed` for a trial no tolerance of KernelBench's passes.
-NEVER = 1.0
 
 
 def _structure(ref, cand, log):
@@ -176,7 +118,7 @@ def modified_inputs(pristine, returned):
             changed.append(i)
             continue
         b = b.to(a.device)
-        if not all(torch.equal(x, y) for x, y in _chunks(a, b)):
+        if not all(torch.equal(x, y) for x, y in outputs.pieces(a, b)):
             changed.append(i)
     return changed
 
@@ -203,11 +145,7 @@ class Reference:
         self.precision = req.precision
         self.atol = req.atol
         self.rtol = req.rtol
-        # `kernelbench.environment`: this worker judges KernelBench's trials alone, under the
-        # switches of KernelBench's process (PyTorch's own, and what the candidate set).
-        self.kernelbench = req.kernelbench
-        if not self.kernelbench:
-            runtime.strict_fp32()
+        runtime.strict_fp32()
         self.task = harness.load_task(req.task, taskfile.overrides(req.task, req.scale, req.set))
         # `precision.fp32_accumulation`: the task declares how its outputs are judged.
         self.accumulation = getattr(self.task, "KBENCH_JUDGE", None) == "fp32_accumulation"
@@ -246,8 +184,6 @@ class Reference:
             raise harness.OutputTypeError(f"the candidate's outputs could not be read: {exc}") from exc
 
     def check(self, req):
-        if self.kernelbench:
-            return self.kernelbench_check(req)
         harness.release_memory(self.device)
         log = checks.Log()
         inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision, req.variant)
@@ -270,8 +206,8 @@ class Reference:
         elif result["correct"] and req.deep and fp32:
             self.fp64_error_ratio(req, ref, cand, result, log)
         if req.kernelbench_tolerance is not None:
-            result["kernelbench_correct"] = _handed_over(kernelbench_correct, ref, cand, req.kernelbench_tolerance)
-            result["kernelbench_needed"] = _handed_over(kernelbench_needed, ref, cand)
+            result["kernelbench_correct"] = _handed_over(kernelbench.correct, ref, cand, req.kernelbench_tolerance)
+            result["kernelbench_needed"] = _handed_over(kernelbench.needed, ref, cand)
         if result["correct"] and changed:
             # Right values, written into the caller's inputs: a breach of the module contract.
             result["contract"] = f"inputs.integrity: forward modified its input(s) {changed}"
@@ -280,26 +216,6 @@ class Reference:
         # out of memory while this worker still cached its last outputs and inputs).
         harness.release_memory(self.device)
         return {**result, "checks": log.entries()}
-
-    def kernelbench_check(self, req):
-        """One of KernelBench's trials judged as its eval judges it (`kernelbench_correct`, and
-        the tolerance it needs), the reference run under the switches the candidate's process
-        had before its call; nothing else is checked."""
-        runtime.set_switches(req.switches or {})
-        inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision)
-        cand, _ = self.receive(req)
-        ref = harness.forward(self.model, inputs, req.forward_seed)
-        del inputs
-        try:
-            correct = _handed_over(kernelbench_correct, ref, cand, req.kernelbench_tolerance)
-            needed = _handed_over(kernelbench_needed, ref, cand)
-        except harness.OutputTypeError as exc:
-            correct, needed, reason = False, NEVER, str(exc)
-        else:
-            reason = "" if correct else f"not allclose at {req.kernelbench_tolerance:g} (needs {needed:.3g})"
-        del ref, cand
-        harness.release_memory(self.device)
-        return {"correct": correct, "reason": reason, "kernelbench_correct": correct, "kernelbench_needed": needed, "checks": []}
 
     def check_kept(self, req):
         """`timing.timed_output_check`: the output of one timed call, read from the candidate's
@@ -390,7 +306,7 @@ class Reference:
             inconclusive = (
                 outcome == "skip"
                 and precision.ill_conditioned(refs[index], refs64[index])
-                and _handed_over(_allclose, refs[index], cands[index], self.atol, self.rtol)
+                and _handed_over(kernelbench.allclose, refs[index], cands[index], self.atol, self.rtol)
             )
             if inconclusive:
                 evidence += f"; within the unscaled tolerance (atol {self.atol:g}, rtol {self.rtol:g}): inconclusive, not failed"

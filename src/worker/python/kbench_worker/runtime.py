@@ -296,42 +296,6 @@ def strict_fp32():
             setattr(holder, name, "ieee")
 
 
-# Beside the precision switches, the cuDNN switches a process shares between its models: in
-# KernelBench's eval the reference runs in the candidate's process, under whatever it set.
-_CUDNN_SWITCHES = ("cudnn.benchmark", "cudnn.deterministic")
-
-
-def switches():
-    """The process's precision and cuDNN switches, as JSON: what `kernelbench.environment` hands
-    from KernelBench's candidate to its reference (`set_switches`)."""
-    found = {"float32_matmul_precision": torch.get_float32_matmul_precision()}
-    for path in (*_PRECISION_SWITCHES, *_CUDNN_SWITCHES):
-        try:
-            found[path] = _backend(path)
-        except (AttributeError, RuntimeError):
-            continue
-    return found
-
-
-def set_switches(found):
-    """Set the switches `switches` read (in another process of the same torch). Only those
-    names, and only values of their type: the candidate's process sent them."""
-    matmul = found.get("float32_matmul_precision")
-    if isinstance(matmul, str):
-        try:
-            torch.set_float32_matmul_precision(matmul)
-        except RuntimeError:
-            pass
-    for path in (*_PRECISION_SWITCHES, *_CUDNN_SWITCHES):
-        value = found.get(path)
-        if not isinstance(value, bool if path in _CUDNN_SWITCHES else str):
-            continue
-        try:
-            setattr(*_switch(path), value)
-        except (AttributeError, RuntimeError, ValueError):
-            continue
-
-
 def _tf32_on():
     """The TF32 switches that are on (a getter that raises means legacy and new APIs were
     mixed, which only happens when something set one)."""
