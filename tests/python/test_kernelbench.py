@@ -139,6 +139,31 @@ def test_its_trials_draw_their_seeds_and_inputs_as_kernelbench_does(tmp_path):
     assert all(torch.equal(x, y) for x, y in zip(ev.inputs, expected))
 
 
+def test_a_trials_inputs_are_made_once_the_last_trials_are_let_go(tmp_path):
+    """As in KernelBench's loop, where `inputs = get_inputs()` rebinds the name before the device
+    copies are made: the last trial's inputs are gone by then (their memory can serve the next
+    trial's, which a CUDA graph captured on an input's address depends on), its outputs are not."""
+    body = """
+    import weakref
+
+    SEEN = []
+
+    class ModelNew(nn.Module):
+        def forward(self, a, b):
+            out = torch.matmul(a, b) * SCALE
+            SEEN[:] = [weakref.ref(a), weakref.ref(b), weakref.ref(out)]
+            return out
+    """
+    ev = evaluate(tmp_path, body)
+    seen, alive, process = ev.get_inputs.__globals__["SEEN"], [], ev._process
+    ev._process = lambda x: (alive.append([r() is not None for r in seen]), process(x))[1]
+    ev.trial(0, 1e-4)
+    ev.trial(1, 1e-4)
+    # Two inputs a trial: trial 0's made before any call; trial 1's with trial 0's inputs gone
+    # and its output still held.
+    assert alive == [[], [], [False, False, True], [False, False, True]]
+
+
 def test_the_submission_runs_in_the_tasks_namespace_from_a_string(tmp_path):
     """Both sources run in one namespace: a constant the submission assigns is the reference's
     too. Its functions have no source file, so `torch.jit.script` of one fails, as in

@@ -13,10 +13,11 @@ KernelBench's verdict on a kernel can depend on each of those. So, in the candid
   own switches (cuDNN TF32) and whatever the submission sets, which apply to the reference too;
 - each trial's seed is drawn as KernelBench draws it, its inputs made on the CPU and cast to the
   run's precision (integer inputs too, as KernelBench does) before they move to the device; the
-  reference is called, then the submission, on the same inputs; the last trial's outputs are
-  still held while the next trial's are made (its inputs too, where KernelBench lets go of them
-  first, so that its next inputs can reuse their memory: a CUDA graph that copies from its first
-  call's input address can read other data here; see `reports/h100-verdicts`);
+  reference is called, then the submission, on the same inputs; the last trial's device inputs
+  are let go before the next trial's are made (KernelBench rebinds its name to the CPU inputs
+  first), so those can reuse their memory, while the last trial's outputs are still held (a
+  CUDA graph that copies from the address of the input it was captured with reads this trial's
+  data only at the same address);
 - a trial passes when both outputs have the same shape and are `torch.allclose` at the
   tolerance (atol = rtol); anything raised fails it.
 
@@ -134,7 +135,8 @@ class Eval:
         seed = [torch.randint(0, 2**32 - 1, (1,)).item() for _ in range(index + 1)][index]
         with torch.no_grad():
             _set_seed(seed)
-            self.inputs = inputs = [self._process(x) for x in self.get_inputs()]
+            self.inputs = self.get_inputs()
+            self.inputs = inputs = [self._process(x) for x in self.inputs]
             _set_seed(seed)
             reference = self.reference.to(device=self.device, dtype=self.dtype)
             _set_seed(seed)
