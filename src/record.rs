@@ -545,9 +545,11 @@ pub struct Evaluation {
     #[serde(default)]
     pub findings: Vec<crate::check::Finding>,
     pub trials: Vec<Trial>,
-    /// KernelBench's own verdict: every one of its trials (kbench's plain trials) ran, and its
-    /// outputs had the reference's shapes and were allclose at `kernelbench_tolerance`. None
-    /// when the trials were not reached or could not say (a build or load that failed, a skip).
+    /// KernelBench's own verdict: every one of its trials ran, and its outputs had the
+    /// reference's shapes and were allclose at `kernelbench_tolerance`; the trials are KernelBench's
+    /// eval run as it runs (`kernelbench.environment`) on a GPU or where kbench's checks cut one
+    /// short, else kbench's plain trials. None when the trials were not reached or could not say
+    /// (a build or load that failed, a skip).
     #[serde(default)]
     pub kernelbench_correct: Option<bool>,
     /// The least tolerance (atol = rtol) at which KernelBench's rule passes every one of its

@@ -182,22 +182,40 @@ mod tests {
     use crate::verdict::Verdict;
 
     /// Builds and evaluations that take `ms` each; counts evaluations per slot and the most
-    /// running at once on any slot.
+    /// running at once on any slot. Evaluations wait (up to a minute) until `together` slots
+    /// have started one, so a slot cannot take every job while another is idle, however the
+    /// threads are scheduled.
     struct Fake {
         ms: u64,
         per_slot: Vec<AtomicUsize>,
         busy: Vec<AtomicUsize>,
         most_busy: AtomicUsize,
+        together: usize,
+        started: (Mutex<Vec<bool>>, Condvar),
     }
 
     impl Fake {
-        fn new(slots: usize, ms: u64) -> Arc<Fake> {
+        fn new(slots: usize, ms: u64, together: usize) -> Arc<Fake> {
             Arc::new(Fake {
                 ms,
                 per_slot: (0..slots).map(|_| AtomicUsize::new(0)).collect(),
                 busy: (0..slots).map(|_| AtomicUsize::new(0)).collect(),
                 most_busy: AtomicUsize::new(0),
+                together,
+                started: (Mutex::new(vec![false; slots]), Condvar::new()),
             })
+        }
+
+        /// Wait until evaluations have started on `together` slots, this one's `slot` among them.
+        fn meet(&self, slot: usize) {
+            let (slots, all) = &self.started;
+            let mut started = slots.lock().unwrap();
+            started[slot] = true;
+            all.notify_all();
+            let enough = |s: &mut Vec<bool>| s.iter().filter(|&&b| b).count() >= self.together;
+            let _ = all
+                .wait_timeout_while(started, Duration::from_secs(60), |s| !enough(s))
+                .unwrap();
         }
     }
 
@@ -210,6 +228,7 @@ mod tests {
         fn evaluate(&self, task: &Task, sub: &Submission, _: &Build, slot: usize) -> Evaluation {
             let busy = self.busy[slot].fetch_add(1, Ordering::SeqCst) + 1;
             self.most_busy.fetch_max(busy, Ordering::SeqCst);
+            self.meet(slot);
             std::thread::sleep(Duration::from_millis(self.ms));
             self.busy[slot].fetch_sub(1, Ordering::SeqCst);
             self.per_slot[slot].fetch_add(1, Ordering::SeqCst);
@@ -253,7 +272,7 @@ mod tests {
         for (slots, lanes, capacity, offered, admitted) in
             [(1, 1, 4, 6, 4), (2, 1, 8, 8, 8), (2, 2, 3, 5, 3)]
         {
-            let fake = Fake::new(slots, 20);
+            let fake = Fake::new(slots, 20, slots.min(admitted));
             let queue = Queue::start(2, (slots, lanes), capacity);
             let (tx, rx) = mpsc::channel();
             let places: Vec<_> = (0..offered).filter_map(|_| queue.admit()).collect();
@@ -279,7 +298,7 @@ mod tests {
 
     #[test]
     fn a_place_given_back_unused_frees_it_and_a_closing_queue_finishes_its_work() {
-        let fake = Fake::new(1, 30);
+        let fake = Fake::new(1, 30, 1);
         let queue = Queue::start(1, (1, 1), 1);
         let place = queue.admit().unwrap();
         assert!(queue.admit().is_none(), "full");
