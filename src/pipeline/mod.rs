@@ -299,7 +299,7 @@ impl<S: Spawner> Python<'_, S> {
             let lent = self
                 .lend(sub, pair.workspace.take())
                 .map_err(Cause::Unready)?;
-            eval.logs = self.claim_logs(sub, &mut pair.logs, pair.reused, "");
+            eval.logs = self.claim_logs(sub, &mut pair.logs, pair.reused);
             let started = Instant::now();
             let loads = self.load(
                 task,

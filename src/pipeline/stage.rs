@@ -77,20 +77,18 @@ impl<S: Spawner> Python<'_, S> {
         (self.config.out.join(&rel), rel)
     }
 
-    /// A pair's logs (reference, candidate) named for the submission it evaluates, the roles'
-    /// names after `prefix`, updated in `logs`; the names the record keeps. A provisional log is
-    /// renamed (the worker keeps writing to it); the log of a reference that served an earlier
-    /// candidate (`shared`) gets the new name beside its old one (a hard link: one log of all the
-    /// candidates it served).
+    /// A pair's logs (reference, candidate) named for the submission it evaluates, updated in
+    /// `logs`; the names the record keeps. A provisional log is renamed (the worker keeps writing
+    /// to it); the log of a reference that served an earlier candidate (`shared`) gets the new
+    /// name beside its old one (a hard link: one log of all the candidates it served).
     pub(super) fn claim_logs(
         &self,
         sub: &Submission,
         logs: &mut [PathBuf; 2],
         shared: bool,
-        prefix: &str,
     ) -> Vec<String> {
-        let (ref_log, ref_rel) = self.log_path(sub, &format!("{prefix}reference"));
-        let (cand_log, cand_rel) = self.log_path(sub, &format!("{prefix}candidate"));
+        let (ref_log, ref_rel) = self.log_path(sub, "reference");
+        let (cand_log, cand_rel) = self.log_path(sub, "candidate");
         let claimed = if shared {
             // A log of that name from an earlier run (`--resume`) gives way, as a rename's would.
             let _ = std::fs::remove_file(&ref_log);

@@ -470,6 +470,15 @@ mod scripted {
         assert_eq!(eval.logs.len(), 3, "{:?}", eval.logs);
     }
 
+    /// The first trial's second call finds the same output storage: a contract breach that ends
+    /// the trial before KernelBench's verdict is known.
+    fn static_output_breach() -> Answer {
+        fake::err(error(
+            ErrorKind::Contract,
+            "outputs.independence: forward returns the same output storage on every call",
+        ))
+    }
+
     /// KernelBench's trials run again alone, by a candidate worker of a fresh pair loaded for
     /// them (`Load::kernelbench`, the pair's reference worker unused); their verdict is
     /// KernelBench's, and kbench's own verdict is untouched. On the CPU, where kbench's trials
@@ -478,10 +487,7 @@ mod scripted {
     fn kernelbench_trials_run_again_as_its_eval_runs_them_where_it_matters() {
         fn static_output(request: &Request) -> Answer {
             match request {
-                Request::Trial(t) if t.deep => fake::err(error(
-                    ErrorKind::Contract,
-                    "outputs.independence: forward returns the same output storage on every call",
-                )),
+                Request::Trial(t) if t.deep => static_output_breach(),
                 Request::Load(l) if l.kernelbench => {
                     assert!(l.submission.is_some() && l.env.is_some(), "{l:?}");
                     fake::ok(json!({"startup_s": 0.5}))
@@ -526,15 +532,12 @@ mod scripted {
     }
 
     /// What KernelBench's eval, run again, cannot get past decides as in KernelBench: the
-    /// submission's error fails it; kbench's own (a worker it could not start) says nothing.
+    /// submission's error fails it.
     #[test]
     fn kernelbench_eval_fails_where_the_submission_raises() {
         fn raises(request: &Request) -> Answer {
             match request {
-                Request::Trial(t) if t.deep => fake::err(error(
-                    ErrorKind::Contract,
-                    "outputs.independence: forward returns the same output storage on every call",
-                )),
+                Request::Trial(t) if t.deep => static_output_breach(),
                 Request::KernelbenchTrial(_) => fake::err(error(
                     ErrorKind::Forward,
                     "forward: RuntimeError: Offset increment outside graph capture",

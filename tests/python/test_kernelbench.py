@@ -6,6 +6,7 @@ import textwrap
 import pytest
 import torch
 
+from conftest import write
 from kbench_worker import kernelbench
 from kbench_worker.kernelbench import NEVER
 
@@ -42,11 +43,6 @@ def get_init_inputs():
     return []
 """
 
-
-def write(tmp_path, name, text):
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(text))
-    return path
 
 
 def evaluate(tmp_path, body, task=TASK, overrides=None):

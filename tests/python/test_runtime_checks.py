@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import write
 from kbench_worker import checks, harness, kept, outputs, precision, profile, reference, runtime, taskfile
 from kbench_worker.candidate import Candidate
 from kbench_worker.harness import ContractError, OutputCheckError, OutputTypeError, TamperError
@@ -60,11 +61,6 @@ def get_init_inputs():
     return []
 """
 
-
-def write(tmp_path, name, text):
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(text))
-    return path
 
 
 def submission(body, imports="import torch\nimport torch.nn as nn\n"):
