@@ -332,6 +332,13 @@ pub struct EvalArgs {
     /// allclose on its plain trials and nothing else (KernelBench v0 and v0.1 used 1e-2)
     #[arg(long, value_name = "TOL", default_value_t = 1e-4)]
     pub kernelbench_tolerance: f64,
+    /// Run KernelBench's eval again as KernelBench runs it (one process, its seeds and CPU-made
+    /// inputs, PyTorch's own switches) for KernelBench's verdict on every evaluation whose
+    /// trials ran: the verdict upstream's eval gives, at upstream's cost (minutes on tasks
+    /// with large inputs). Without it KernelBench's rule judges kbench's own trials, and its
+    /// eval runs only where kbench's checks ended a trial before its outputs were compared
+    #[arg(long)]
+    pub kernelbench_eval: bool,
     /// Seed of inputs, parameter perturbation and timing, to repeat a run exactly [default: a
     /// secret seed per run, never recorded, so no submission can predict its inputs]. Weights
     /// follow KernelBench: seed 42 before each constructor

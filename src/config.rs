@@ -111,6 +111,9 @@ pub struct Config {
     pub trials: u32,
     /// `--kernelbench-tolerance`: atol and rtol of KernelBench's own verdict beside kbench's.
     pub kernelbench_tolerance: f64,
+    /// `--kernelbench-eval`: KernelBench's eval runs again as it runs on every evaluation
+    /// whose trials ran, not only where kbench's checks cut one short (`kernelbench.environment`).
+    pub kernelbench_eval: bool,
     /// Timing stops at this 95 % CI half-width of the speedup, or at the sample or time budget.
     pub ci_target: f64,
     pub max_samples: u32,
@@ -468,6 +471,7 @@ impl Config {
             rtol: args.rtol.unwrap_or(tolerance),
             trials: args.trials,
             kernelbench_tolerance: args.kernelbench_tolerance,
+            kernelbench_eval: args.kernelbench_eval,
             ci_target: args.ci_target,
             max_samples: args.max_samples,
             budget: Duration::from_secs_f64(args.budget),
@@ -547,6 +551,7 @@ impl Config {
             process_check_always: self.process_check_always,
             overrides: self.overrides_json(),
             kernelbench_tolerance: Some(self.kernelbench_tolerance),
+            kernelbench_eval: self.kernelbench_eval,
             compat: self.compat.is_some(),
             contract: self.contract,
         }
@@ -655,6 +660,14 @@ mod tests {
         assert_eq!(
             default.differences(&old),
             ["kernelbench_tolerance 0.0001 against 0.01"]
+        );
+        // KernelBench's eval run again on every evaluation is a setting of its own, written
+        // only when asked for, so records from before it resume alike.
+        let asked = resolved(&["--kernelbench-eval"]).recorded();
+        assert!(asked.kernelbench_eval && !default.kernelbench_eval);
+        assert_eq!(
+            asked.differences(&default),
+            ["kernelbench_eval true against unset"]
         );
     }
 }

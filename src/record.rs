@@ -112,6 +112,10 @@ pub struct RecordedConfig {
     /// (`Evaluation::kernelbench_correct`); unset in records written before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernelbench_tolerance: Option<f64>,
+    /// `--kernelbench-eval`: KernelBench's verdict comes from its eval run again as it runs on
+    /// every evaluation whose trials ran (`kernelbench.environment`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kernelbench_eval: bool,
     /// `--compat`: known toolchain drift was rewritten in the staged submissions
     /// (`Build::compat`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -547,8 +551,8 @@ pub struct Evaluation {
     pub trials: Vec<Trial>,
     /// KernelBench's own verdict: every one of its trials ran, and its outputs had the
     /// reference's shapes and were allclose at `kernelbench_tolerance`; the trials are KernelBench's
-    /// eval run as it runs (`kernelbench.environment`) on a GPU or where kbench's checks cut one
-    /// short, else kbench's plain trials. None when the trials were not reached or could not say
+    /// eval run as it runs (`kernelbench.environment`) under `--kernelbench-eval` or where kbench's
+    /// checks cut one short, else kbench's plain trials. None when the trials were not reached or could not say
     /// (a build or load that failed, a skip).
     #[serde(default)]
     pub kernelbench_correct: Option<bool>,

@@ -3,15 +3,16 @@
 //! seeds, with the reference in a worker of its own, and checks every call; KernelBench's eval
 //! runs the task's source and the submission's in one namespace of one process, under PyTorch's
 //! own switches (on a GPU cuDNN allows TF32, so a convolution in another layout or by another
-//! algorithm moves by 1e-3) and whatever the submission sets, on inputs of its own seeds, and
-//! compares each call's outputs and nothing else. On a GPU, and wherever kbench's own checks
-//! ended a trial before its outputs were compared, a fresh candidate worker runs KernelBench's
-//! eval that way (`kbench_worker/kernelbench.py`): its verdict is `kernelbench_correct`.
-//! kbench's verdict is not touched.
+//! algorithm moves by 1e-3) and whatever the submission sets, on inputs of its own seeds made on
+//! the CPU, and compares each call's outputs and nothing else. Wherever kbench's own checks
+//! ended a trial before its outputs were compared, and on every evaluation whose trials ran
+//! under `--kernelbench-eval`, a fresh candidate worker runs KernelBench's eval that way
+//! (`kbench_worker/kernelbench.py`): its verdict is `kernelbench_correct`. It costs what
+//! upstream's eval costs (inputs and weights made on the CPU: a minute on tasks with large
+//! inputs), so it is asked for, not run by default. kbench's verdict is not touched.
 
 use std::time::Instant;
 
-use crate::config::Device;
 use crate::record::{Check, Evaluation, Outcome};
 use crate::submission::Submission;
 use crate::task::Task;
@@ -47,15 +48,15 @@ pub(super) fn cut_short(index: u32, cause: &Cause) -> Option<Check> {
     })
 }
 
-/// Whether KernelBench's verdict needs its own trials: a trial cut short (`NAME` warns), or on a
-/// GPU wherever kbench's trials gave KernelBench's verdict (not after a failed build or load, or
-/// a skip).
-fn needed(eval: &Evaluation, device: Device) -> bool {
+/// Whether KernelBench's verdict needs its own trials: a trial cut short (`NAME` warns), or,
+/// under `--kernelbench-eval` (`asked`), wherever kbench's trials gave KernelBench's verdict (not
+/// after a failed build or load, or a skip).
+fn needed(eval: &Evaluation, asked: bool) -> bool {
     let cut_short = eval
         .checks
         .iter()
         .any(|c| c.name == NAME && c.outcome == Outcome::Warn);
-    cut_short || (device == Device::Cuda && eval.kernelbench_correct.is_some())
+    cut_short || (asked && eval.kernelbench_correct.is_some())
 }
 
 /// What KernelBench's trials alone found: its verdict and the tolerance it needs, or None where
@@ -76,7 +77,7 @@ impl<S: Spawner> Python<'_, S> {
         slot: usize,
         eval: &mut Evaluation,
     ) {
-        if !needed(eval, self.config.device) {
+        if !needed(eval, self.config.kernelbench_eval) {
             return;
         }
         let started = Instant::now();

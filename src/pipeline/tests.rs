@@ -244,19 +244,19 @@ mod scripted {
 
     /// The same in `lanes` lanes of the slot.
     fn evaluate_in(lanes: usize, reference: Script, candidate: Script) -> Evaluation {
-        evaluate_with(&facts(), lanes, reference, candidate)
+        evaluate_with(&facts(), |c| c.lanes = lanes, reference, candidate)
     }
 
-    /// The same for a task with these facts.
+    /// The same for a task with these facts, in the run's setting as `adjust` leaves it.
     fn evaluate_with(
         facts: &HashMap<TaskId, TaskFacts>,
-        lanes: usize,
+        adjust: impl Fn(&mut Config),
         reference: Script,
         candidate: Script,
     ) -> Evaluation {
         let dir = tempfile::tempdir().unwrap();
         let mut config = config(dir.path());
-        config.lanes = lanes;
+        adjust(&mut config);
         let python = backend(
             &config,
             facts,
@@ -297,7 +297,7 @@ mod scripted {
         for f in facts.values_mut() {
             f.nondeterministic = Some(true);
         }
-        let eval = evaluate_with(&facts, 1, reference, no_second_calls);
+        let eval = evaluate_with(&facts, |_| {}, reference, no_second_calls);
         assert_eq!((eval.verdict, eval.reason.as_str()), (Verdict::Pass, ""));
         for name in ["outputs.independence", "determinism.rerun"] {
             let skipped = check(&eval, name);
@@ -529,6 +529,36 @@ mod scripted {
             .checks
             .iter()
             .all(|c| c.name != "kernelbench.environment"));
+
+        // Asked for (`--kernelbench-eval`), it runs wherever kbench's trials ran, and its
+        // verdict replaces the one from kbench's trials.
+        fn fails_kernelbench_alone(request: &Request) -> Answer {
+            match request {
+                Request::KernelbenchTrial(_) => fake::ok(json!({
+                    "correct": false, "needed": 3e-3,
+                    "reason": "not allclose at 0.0001 (needs 0.003)",
+                })),
+                other => candidate(other),
+            }
+        }
+        let plain = evaluate(reference, candidate).verdict;
+        let asked = |c: &mut Config| c.kernelbench_eval = true;
+        let eval = evaluate_with(&facts(), asked, reference, fails_kernelbench_alone);
+        assert_eq!(eval.verdict, plain);
+        assert_eq!(
+            (eval.kernelbench_correct, eval.kernelbench_needed),
+            (Some(false), Some(3e-3))
+        );
+        let again = check(&eval, "kernelbench.environment");
+        assert_eq!(again.outcome, Outcome::Pass);
+        assert!(
+            again.evidence.ends_with(
+                "(one process, PyTorch's own switches, its seeds): not correct at 1e-4: trial 0: not allclose at 0.0001 (needs 0.003)"
+            ),
+            "{}",
+            again.evidence
+        );
+        assert_eq!(eval.logs.len(), 3);
     }
 
     /// What KernelBench's eval, run again, cannot get past decides as in KernelBench: the

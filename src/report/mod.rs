@@ -208,6 +208,7 @@ pub(crate) mod tests {
                 contract: Default::default(),
                 overrides: serde_json::json!({"scale": "small", "set": {}}),
                 kernelbench_tolerance: Some(1e-4),
+                kernelbench_eval: false,
             },
             evaluations: vec![
                 flagged(
