@@ -479,10 +479,19 @@ mod scripted {
         ))
     }
 
+    /// One of KernelBench's trials, run again alone, that is not allclose at 1e-4 (it needs 3e-3).
+    fn kernelbench_miss() -> Answer {
+        fake::ok(json!({
+            "correct": false, "needed": 3e-3,
+            "reason": "not allclose at 0.0001 (needs 0.003)",
+        }))
+    }
+
     /// KernelBench's trials run again alone, by a candidate worker of a fresh pair loaded for
     /// them (`Load::kernelbench`, the pair's reference worker unused); their verdict is
-    /// KernelBench's, and kbench's own verdict is untouched. On the CPU, where kbench's trials
-    /// stand for KernelBench's, no pair is started otherwise.
+    /// KernelBench's, and kbench's own verdict is untouched. Unless `--kernelbench-eval` asks
+    /// for them everywhere, kbench's trials stand for KernelBench's and no pair is started
+    /// otherwise.
     #[test]
     fn kernelbench_trials_run_again_as_its_eval_runs_them_where_it_matters() {
         fn static_output(request: &Request) -> Answer {
@@ -494,10 +503,7 @@ mod scripted {
                 }
                 Request::KernelbenchTrial(t) => {
                     assert!(t.index < 2 && t.tolerance == 1e-4, "{t:?}");
-                    fake::ok(json!({
-                        "correct": false, "needed": 3e-3,
-                        "reason": "not allclose at 0.0001 (needs 0.003)",
-                    }))
+                    kernelbench_miss()
                 }
                 other => candidate(other),
             }
@@ -534,10 +540,7 @@ mod scripted {
         // verdict replaces the one from kbench's trials.
         fn fails_kernelbench_alone(request: &Request) -> Answer {
             match request {
-                Request::KernelbenchTrial(_) => fake::ok(json!({
-                    "correct": false, "needed": 3e-3,
-                    "reason": "not allclose at 0.0001 (needs 0.003)",
-                })),
+                Request::KernelbenchTrial(_) => kernelbench_miss(),
                 other => candidate(other),
             }
         }
