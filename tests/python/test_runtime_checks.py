@@ -1193,6 +1193,35 @@ def test_the_control_arm_times_the_tasks_reference_in_the_candidates_process(tmp
     assert session.candidate.timed is None
 
 
+def test_the_control_arm_times_on_the_candidate_arms_input_sets(tmp_path):
+    # Where its inputs and outputs lie can move a kernel's time (level1/33 on an H100): the
+    # control is timed in the candidate arm's memory, so the process check sees that too.
+    task = write(tmp_path, "linear.py", LINEAR_TASK)
+    body = """
+    class ModelNew(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.fc = nn.Linear(n, n)
+        def forward(self, x):
+            return self.fc(x)
+    """
+    from kbench_worker.candidate import Session
+
+    session = Session(channel=None)
+    session.candidate = make_candidate(tmp_path, body, task=task, scale=None)
+    session.time(TimeSetup(mode="offline", seed=3, cycles_per_us=1980))
+    candidate = session.candidate.timed
+    before = [x.clone() for s in candidate.sets for x in s]
+    session.time(TimeSetup(arm="control", mode="offline", seed=4, cycles_per_us=1980))
+    session.time(Time(arm="control", n=3))
+    control = session.candidate.control.timed
+    assert control.sets is candidate.sets
+    assert control.model is not candidate.model and type(control.model).__name__ == "Model"
+    # The control's draws were written into the very tensors the candidate's calls read.
+    after = [x for s in candidate.sets for x in s]
+    assert len(after) == len(before) and all(not torch.equal(a, b) for a, b in zip(before, after))
+
+
 def _named(**tensors):
     return list(tensors.items())
 

@@ -3,6 +3,7 @@
 import sys
 import time
 import types
+import weakref
 
 import torch
 
@@ -62,6 +63,33 @@ def test_every_timed_call_gets_fresh_contents_in_place():
     for k, (_, _, x, labels) in enumerate(model.seen):
         expected = harness.make_inputs(Task, timing.derive_seed(11, k), "cpu", "fp32")
         assert torch.equal(x, expected[0]) and torch.equal(labels, expected[1])
+
+
+class Outputs(torch.nn.Module):
+    """Counts, at each call, the outputs of its earlier calls that are still alive."""
+
+    def __init__(self):
+        super().__init__()
+        self.made, self.alive = [], []
+
+    def forward(self, x, labels):
+        self.alive.append(sum(ref() is not None for ref in self.made))
+        out = x * 2
+        self.made.append(weakref.ref(out))
+        return out
+
+
+def test_no_earlier_output_is_alive_at_a_call():
+    # On a GPU the caching allocator then gives every call's output the same block: where the
+    # outputs lie can move a kernel's time (level1/33's BatchNorm on an H100).
+    model = Outputs()
+    t = timing.TimedModel(model, Task, seed_base=11, device="cpu", precision="fp32")
+    warm = t.warmup(cycles_per_us=1980)["calls"]
+    t.samples(5, blocker_cycles=0, audits=2)
+    t.samples(3, blocker_cycles=0, audits=0, burst=2)
+    assert len(model.alive) == warm + 5 + 2 + 3 * 2
+    # A burst's calls are timed together, so the earlier calls of its sample are alive.
+    assert model.alive == [0] * (warm + 7) + [0, 1] * 3
 
 
 def test_a_set_too_large_to_copy_gets_new_storage_in_the_same_objects():

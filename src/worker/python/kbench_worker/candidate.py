@@ -226,13 +226,17 @@ class Candidate:
 class Control:
     """The control arm of the process check (`timing.process`): the task's reference model,
     built as the reference worker builds it (same initialisation, same parameter perturbation),
-    timed in the candidate's process. Against the reference worker's own times it shows how
-    differently this process runs the same kernels (cuDNN and cuBLAS choose algorithms per
-    process). The submission can slow it down, which only widens its own interval."""
+    timed in the candidate's process beside the candidate's arm, on its input sets. Against the
+    reference worker's own times it shows how differently this process runs the same kernels
+    (cuDNN and cuBLAS choose algorithms per process) and how fast they run where the
+    candidate's inputs and outputs lie (level1/33's BatchNorm kernel runs up to 8 % slower on
+    an H100 for some placements of its 4 GiB input and output, fixed for an arm that holds
+    one input set). The submission can slow it down, which only widens its own interval."""
 
     def __init__(self, candidate):
         self.task, self.device, self.precision = candidate.task, candidate.device, candidate.precision
         self.timed = None
+        self.beside = candidate.timed if isinstance(candidate.timed, timing.TimedModel) else None
         self.model = harness.build(self.task.Model, candidate.init, self.device, self.precision)
         if candidate.perturbed is not None:
             harness.perturb(self.model, candidate.perturbed)

@@ -67,10 +67,16 @@ def derive_seed(base, stream):
 class TimedModel:
     """One worker's timed arm: its model, rotating input sets refreshed before every call, and
     the device helpers (flush buffer, events). Set up on the first timing request, after the
-    correctness trials, with memory released so the other worker on the GPU has room."""
+    correctness trials, with memory released so the other worker on the GPU has room.
 
-    def __init__(self, model, task, seed_base, device, precision, kept_path=None):
-        harness.release_memory(device)
+    ``beside``: another arm of this worker whose input sets and flush buffer this one uses, in
+    place (the control arm of the process check times beside the candidate's, `candidate.Control`).
+    Nothing is released then, and nothing large allocated before the calls: their outputs go
+    where that arm's went, to the blocks it left cached."""
+
+    def __init__(self, model, task, seed_base, device, precision, kept_path=None, beside=None):
+        if beside is None:
+            harness.release_memory(device)
         self.model, self.task, self.base = model, task, seed_base
         self.device, self.precision = device, precision
         self.cuda = device.startswith("cuda")
@@ -79,7 +85,7 @@ class TimedModel:
         self.taken = 0
         # The block being taken: its seed (None in the warm-up) and draws so far.
         self.block_seed, self.drawn = None, 0
-        first = harness.make_inputs(task, derive_seed(seed_base, 0), device, precision)
+        first = beside.sets[0] if beside is not None else harness.make_inputs(task, derive_seed(seed_base, 0), device, precision)
         sets = INPUT_SETS
         # Refill by copy (addresses fixed) unless a set is too large to hold twice.
         self.swap = False
@@ -97,12 +103,15 @@ class TimedModel:
             # storage first: a copy would need two at once, in both workers.
             self.swap = harness.nbytes(first) > self.budget
             l2 = torch.cuda.get_device_properties(torch.device(device)).L2_cache_size
-            self.flush_buffer = torch.ones(max(2 * l2, 1 << 20) // 4, device=device)
-            self.flush_sink = torch.empty((), device=device)
+            if beside is None:
+                self.flush_buffer = torch.ones(max(2 * l2, 1 << 20) // 4, device=device)
+                self.flush_sink = torch.empty((), device=device)
+            else:
+                self.flush_buffer, self.flush_sink = beside.flush_buffer, beside.flush_sink
             self.start = torch.cuda.Event(enable_timing=True)
             self.stop = torch.cuda.Event(enable_timing=True)
             self.blocked = torch.cuda.Event(enable_timing=True)
-        self.sets = [first] + [
+        self.sets = beside.sets if beside is not None else [first] + [
             harness.make_inputs(task, derive_seed(seed_base, k), device, precision) for k in range(1, sets)
         ]
 
@@ -167,6 +176,7 @@ class TimedModel:
         began = time.perf_counter()
         with torch.no_grad():
             while len(times) < WARMUP_CALLS or sum(times) < WARMUP_MS:
+                out = None  # the previous call's output goes before the next draw (`samples`)
                 blocker_us = min(max(WARMUP_BLOCKER_MIN_US, 3e3 * submits[-1]), WARMUP_BLOCKER_MAX_US) if submits else 0.0
                 self._sync()
                 drawn = self._draws()
@@ -248,7 +258,10 @@ class TimedModel:
                     samples.append((time.perf_counter() - t0) * 1e3 / burst)
                 for j, out in outs:
                     self.pool.keep(keep + j, out)
-                del outs
+                # Every output goes before the next draw, the loop's name for the last one too:
+                # the next call's outputs then land in the same cached blocks (where a kernel's
+                # outputs lie can move its time: `candidate.Control`).
+                del outs, out
             reply = {"samples_ms": samples, "overflows": overflows, "audit_ms": [], "audit_excess_ms": [], "burst": burst}
             for _ in range(audits):
                 wall, excess = self._audit(blocker_cycles)
@@ -382,7 +395,7 @@ def handle(worker, req):
     `timed` slot): `time_setup` (build and warm up, in the request's mode), `time` (a block of
     samples, or of server requests after the gaps it names). At set-up the calling thread, which
     submits every timed call, moves to the CPU kbench set aside for this GPU's timing, the same
-    for both workers (cpus.rs)."""
+    for both workers (cpus.rs). A worker with a ``beside`` arm times beside it (`TimedModel`)."""
     if req.cmd == "time_setup":
         worker.timed = None
         if req.cpu is not None:
@@ -393,7 +406,8 @@ def handle(worker, req):
         if req.mode == "server":
             worker.timed = ServerModel(worker.model, worker.task, req.seed, worker.device, worker.precision)
             return worker.timed.warm
-        worker.timed = TimedModel(worker.model, worker.task, req.seed, worker.device, worker.precision, req.kept)
+        beside = getattr(worker, "beside", None)
+        worker.timed = TimedModel(worker.model, worker.task, req.seed, worker.device, worker.precision, req.kept, beside)
         return worker.timed.warmup(req.cycles_per_us)
     if isinstance(worker.timed, KernelBenchModel):
         return worker.timed.samples(req.n)
