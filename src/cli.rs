@@ -304,8 +304,9 @@ pub struct EvalArgs {
     /// mode, compiled before timing), interleaved in the same rounds
     #[arg(long, value_enum, value_delimiter = ',', default_value = "eager")]
     pub baseline: Vec<BaselineArg>,
-    /// When the reference is also timed in the candidate's process, to measure how differently
-    /// the two processes run the same kernels (cuDNN and cuBLAS choose algorithms per process);
+    /// When the reference is also timed in the candidate's process, on the candidate's memory,
+    /// to measure how differently the two processes run the same kernels (cuDNN and cuBLAS
+    /// choose algorithms per process; where inputs and outputs lie can move a kernel's time);
     /// the speedup's interval then includes that effect
     #[arg(long, value_enum, default_value_t = ProcessCheckArg::Auto)]
     pub process_check: ProcessCheckArg,

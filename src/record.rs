@@ -447,9 +447,11 @@ pub struct CompileBaseline {
 }
 
 /// How differently the two workers' processes run the same kernels: the task's reference timed
-/// in the reference worker (A) and in the candidate's worker (the control arm A'), interleaved
-/// as A and the candidate are. cuDNN and cuBLAS choose algorithms per process, so an identity
-/// submission can read a few percent FASTER or SLOWER in one process pair and not in another.
+/// in the reference worker (A) and in the candidate's worker (the control arm A', beside the
+/// candidate's arm, on its memory), interleaved as A and the candidate are. cuDNN and cuBLAS
+/// choose algorithms per process, and where inputs and outputs lie can move a kernel's time, so
+/// an identity submission can read a few percent FASTER or SLOWER in one process pair and not in
+/// another.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ProcessEffect {
     /// A's median over A''s, with the paired bootstrap interval over rounds.

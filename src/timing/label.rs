@@ -102,7 +102,7 @@ pub fn allow_process_effect(timing: &mut Timing, effect: ProcessEffect) {
     );
     if timing.label != was {
         timing.warnings.push(format!(
-            "the reference itself ran {:.3}x as fast in its own worker ({:.4} ms) as in the candidate's ({:.4} ms): cuDNN and cuBLAS choose algorithms per process, so the interval includes that effect, [{:.3}, {:.3}], and the label is {} rather than {}",
+            "the reference itself ran {:.3}x as fast in its own worker ({:.4} ms) as in the candidate's ({:.4} ms), beside the candidate's arm: cuDNN and cuBLAS choose algorithms per process, and where inputs and outputs lie can move a kernel's time, so the interval includes that effect, [{:.3}, {:.3}], and the label is {} rather than {}",
             effect.ratio,
             effect.reference_ms,
             effect.control_ms,
