@@ -1160,9 +1160,18 @@ def get_init_inputs():
 """
 
 
+def _linear_session(tmp_path, body):
+    """A candidate worker's session with `body` submitted for LINEAR_TASK, and the task's path."""
+    from kbench_worker.candidate import Session
+
+    task = write(tmp_path, "linear.py", LINEAR_TASK)
+    session = Session(channel=None)
+    session.candidate = make_candidate(tmp_path, body, task=task, scale=None)
+    return session, task
+
+
 def test_the_control_arm_times_the_tasks_reference_in_the_candidates_process(tmp_path):
     # The submission's own model computes something else: the control arm must not time it.
-    task = write(tmp_path, "linear.py", LINEAR_TASK)
     body = """
     class ModelNew(nn.Module):
         def __init__(self, n):
@@ -1170,10 +1179,7 @@ def test_the_control_arm_times_the_tasks_reference_in_the_candidates_process(tmp
         def forward(self, x):
             return x * 3
     """
-    from kbench_worker.candidate import Session
-
-    session = Session(channel=None)
-    session.candidate = make_candidate(tmp_path, body, task=task, scale=None)
+    session, task = _linear_session(tmp_path, body)
     reference = Reference(Load(device="cpu", precision="fp32", atol=1e-2, rtol=1e-2, task=str(task), set={}))
     harness.perturb(reference.model, 5)
     session.perturb(Perturb(seed=5))
@@ -1196,7 +1202,6 @@ def test_the_control_arm_times_the_tasks_reference_in_the_candidates_process(tmp
 def test_the_control_arm_times_on_the_candidate_arms_input_sets(tmp_path):
     # Where its inputs and outputs lie can move a kernel's time (level1/33 on an H100): the
     # control is timed in the candidate arm's memory, so the process check sees that too.
-    task = write(tmp_path, "linear.py", LINEAR_TASK)
     body = """
     class ModelNew(nn.Module):
         def __init__(self, n):
@@ -1205,10 +1210,7 @@ def test_the_control_arm_times_on_the_candidate_arms_input_sets(tmp_path):
         def forward(self, x):
             return self.fc(x)
     """
-    from kbench_worker.candidate import Session
-
-    session = Session(channel=None)
-    session.candidate = make_candidate(tmp_path, body, task=task, scale=None)
+    session, _ = _linear_session(tmp_path, body)
     session.time(TimeSetup(mode="offline", seed=3, cycles_per_us=1980))
     candidate = session.candidate.timed
     before = [x.clone() for s in candidate.sets for x in s]
