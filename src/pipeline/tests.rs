@@ -487,6 +487,18 @@ mod scripted {
         }))
     }
 
+    /// The record of an evaluation whose KernelBench eval ran again and missed (`kernelbench_miss`):
+    /// its columns, and the check's evidence ending in `tail`; returns the check.
+    fn missed_kernelbench<'e>(eval: &'e Evaluation, tail: &str) -> &'e Check {
+        assert_eq!(
+            (eval.kernelbench_correct, eval.kernelbench_needed),
+            (Some(false), Some(3e-3))
+        );
+        let again = check(eval, "kernelbench.environment");
+        assert!(again.evidence.ends_with(tail), "{}", again.evidence);
+        again
+    }
+
     /// KernelBench's trials run again alone, by a candidate worker of a fresh pair loaded for
     /// them (`Load::kernelbench`, the pair's reference worker unused); their verdict is
     /// KernelBench's, and kbench's own verdict is untouched. Unless `--kernelbench-eval` asks
@@ -510,17 +522,9 @@ mod scripted {
         }
         let eval = evaluate(reference, static_output);
         assert_eq!(eval.verdict, Verdict::Contract);
-        assert_eq!(
-            (eval.kernelbench_correct, eval.kernelbench_needed),
-            (Some(false), Some(3e-3))
-        );
-        let again = check(&eval, "kernelbench.environment");
-        assert!(
-            again.evidence.ends_with(
-                "KernelBench's eval runs again alone; not correct at 1e-4: trial 0: not allclose at 0.0001 (needs 0.003)"
-            ),
-            "{}",
-            again.evidence
+        missed_kernelbench(
+            &eval,
+            "KernelBench's eval runs again alone; not correct at 1e-4: trial 0: not allclose at 0.0001 (needs 0.003)",
         );
         assert_eq!(eval.logs.len(), 3);
         assert!(
@@ -548,19 +552,11 @@ mod scripted {
         let asked = |c: &mut Config| c.kernelbench_eval = true;
         let eval = evaluate_with(&facts(), asked, reference, fails_kernelbench_alone);
         assert_eq!(eval.verdict, plain);
-        assert_eq!(
-            (eval.kernelbench_correct, eval.kernelbench_needed),
-            (Some(false), Some(3e-3))
+        let again = missed_kernelbench(
+            &eval,
+            "(one process, PyTorch's own switches, its seeds): not correct at 1e-4: trial 0: not allclose at 0.0001 (needs 0.003)",
         );
-        let again = check(&eval, "kernelbench.environment");
         assert_eq!(again.outcome, Outcome::Pass);
-        assert!(
-            again.evidence.ends_with(
-                "(one process, PyTorch's own switches, its seeds): not correct at 1e-4: trial 0: not allclose at 0.0001 (needs 0.003)"
-            ),
-            "{}",
-            again.evidence
-        );
         assert_eq!(eval.logs.len(), 3);
     }
 

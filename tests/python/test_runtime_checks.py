@@ -1202,15 +1202,7 @@ def test_the_control_arm_times_the_tasks_reference_in_the_candidates_process(tmp
 def test_the_control_arm_times_on_the_candidate_arms_input_sets(tmp_path):
     # Where its inputs and outputs lie can move a kernel's time (level1/33 on an H100): the
     # control is timed in the candidate arm's memory, so the process check sees that too.
-    body = """
-    class ModelNew(nn.Module):
-        def __init__(self, n):
-            super().__init__()
-            self.fc = nn.Linear(n, n)
-        def forward(self, x):
-            return self.fc(x)
-    """
-    session, _ = _linear_session(tmp_path, body)
+    session, _ = _linear_session(tmp_path, LINEAR_TASK + "\nModelNew = Model\n")  # the identity
     session.time(TimeSetup(mode="offline", seed=3, cycles_per_us=1980))
     candidate = session.candidate.timed
     before = [x.clone() for s in candidate.sets for x in s]
