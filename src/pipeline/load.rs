@@ -107,20 +107,23 @@ impl<S: Spawner> Python<'_, S> {
         })
     }
 
-    /// The slot's oldest waiting pair, or a new one.
+    /// The slot's oldest waiting pair, or a new one; the next waiting pair gets its candidate
+    /// workers (`arm_next`).
     pub(super) fn take_pair(&self, slot: usize) -> Result<Pair<S::Worker>, String> {
         let waiting = self.ready[slot]
             .lock()
             .expect("worker pool lock")
             .pop_front();
+        self.arm_next(slot);
         waiting.map_or_else(|| self.start_pair(slot), Ok)
     }
 
-    /// Start the slot's next pairs now, so they warm up while this evaluation runs. Start-up
-    /// (~8 s on an H100 host, torch._dynamo's import included) outlasts a short evaluation
-    /// (~3 s), so on a GPU two pairs per lane and two more wait; on a CPU one, since starting
-    /// workers competes with the evaluation for the same cores.
-    fn refill(&self, slot: usize) {
+    /// Start the slot's next pairs now, so they warm up while this evaluation runs (and before
+    /// the run's first: `Backend::expect`). Start-up (~8 s on an H100 host, torch._dynamo's
+    /// import included) outlasts a short evaluation (~3 s), so on a GPU two pairs per lane and
+    /// two more wait; on a CPU one, since starting workers competes with the evaluation for the
+    /// same cores. The next pair gets its candidate workers (`arm_next`).
+    pub(super) fn refill(&self, slot: usize) {
         while self.ready[slot].lock().expect("worker pool lock").len() < self.pairs_ahead() {
             match self.start_pair(slot) {
                 Ok(pair) => self.ready[slot]
@@ -130,6 +133,7 @@ impl<S: Spawner> Python<'_, S> {
                 Err(_) => break,
             }
         }
+        self.arm_next(slot);
     }
 
     /// How many pairs the slot's pool holds (`refill`).
@@ -192,6 +196,7 @@ impl<S: Spawner> Python<'_, S> {
             submission: None,
             env: None,
             kernelbench: false,
+            memo: false,
         }
     }
 
@@ -212,19 +217,23 @@ impl<S: Spawner> Python<'_, S> {
         })
     }
 
-    /// Load the task in the reference worker and the submission in the candidate, at once; the
-    /// reference's failure decides first (it is not the submission's fault). Returns the task's
-    /// constants and the candidate's reply.
+    /// Load the task in the reference worker (keeping its outputs for the task's other
+    /// candidates where `memo`) and the submission in the candidate, at once; the reference's
+    /// failure decides first (it is not the submission's fault). Returns the task's constants
+    /// and the candidate's reply.
     pub(super) fn load(
         &self,
-        task: &Task,
-        sub: &Submission,
+        (task, sub): (&Task, &Submission),
         slot: usize,
         (reference, candidate): (&mut S::Worker, &mut S::Worker),
         exchange: &Exchange,
+        memo: bool,
     ) -> Result<(Map<String, Value>, Loaded), Failed> {
         let cfg = self.config;
-        let load = self.load_request(task);
+        let load = Load {
+            memo,
+            ..self.load_request(task)
+        };
         let cand_load = self.candidate_load(task, sub, exchange)?;
         let loads = std::thread::scope(|s| {
             let r = s.spawn(|| reference.request(load, cfg.timeouts.load));

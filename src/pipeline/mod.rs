@@ -192,6 +192,9 @@ struct Ended {
 impl<S: Spawner> Backend for Python<'_, S> {
     fn expect(&self, work: &[(Task, Submission)]) {
         self.expect_work(work);
+        if !work.is_empty() {
+            (0..self.config.slots()).for_each(|slot| self.refill(slot));
+        }
     }
 
     fn compile(&self, task: &Task, submission: &Submission) -> Build {
@@ -302,11 +305,11 @@ impl<S: Spawner> Python<'_, S> {
             eval.logs = self.claim_logs(sub, &mut pair.logs, pair.reused);
             let started = Instant::now();
             let loads = self.load(
-                task,
-                sub,
+                (task, sub),
                 slot,
                 (&mut pair.reference, &mut pair.candidate),
                 &pair.exchange,
+                self.memo(task, pair.reused),
             );
             // A load that fails counts here too.
             eval.phases.load_s = started.elapsed().as_secs_f64();

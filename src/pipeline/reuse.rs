@@ -2,7 +2,10 @@
 //! task: best-of-N searches, RL loops). The run says how many evaluations each task has
 //! (`expect`); an evaluation whose task has more to come gives its reference worker back clean
 //! (`keep`), with fresh candidate workers already started beside it (`top_up`), and the next
-//! evaluation of that task on the slot takes it and the oldest of them (`take_kept`). A kept reference loads
+//! evaluation of that task on the slot takes it and the oldest of them (`take_kept`). The slot's
+//! next pool pair has its candidate workers started beside it before any task takes it
+//! (`arm_next`), so a task's second candidate, one evaluation after its first, finds one up.
+//! A kept reference loads
 //! the task again for every candidate, so the model, its parameters and every seed-drawn input
 //! are what a fresh worker's would be; what carries over is the process (Python, torch, the
 //! CUDA context). Candidate workers serve one evaluation only. Why this stays sound:
@@ -48,14 +51,16 @@ impl<S: Spawner> Python<'_, S> {
             return;
         }
         for (task, _) in work {
-            *left.entry(task.path.clone()).or_default() += 1;
+            let count = left.entry(task.path.clone()).or_default();
+            count.left += 1;
+            count.total += 1;
         }
     }
 
     /// One evaluation of `task` starts: one fewer to come.
     pub(super) fn starting(&self, task: &Task) {
-        if let Some(n) = self.left.lock().expect("reuse lock").get_mut(&task.path) {
-            *n = n.saturating_sub(1);
+        if let Some(count) = self.left.lock().expect("reuse lock").get_mut(&task.path) {
+            count.left = count.left.saturating_sub(1);
         }
     }
 
@@ -65,7 +70,19 @@ impl<S: Spawner> Python<'_, S> {
             .lock()
             .expect("reuse lock")
             .get(path)
-            .is_some_and(|n| *n > 0)
+            .is_some_and(|count| count.left > 0)
+    }
+
+    /// Whether the reference keeps its outputs on the trials' inputs for the task's other
+    /// candidates (`Load::memo`): it serves one after this candidate or served one before it,
+    /// and the task's reference repeats itself by its facts (no random draws; a second call
+    /// returns the first's bits).
+    pub(super) fn memo(&self, task: &Task, reused: bool) -> bool {
+        (reused || self.more(&task.path))
+            && self
+                .facts
+                .get(&task.id)
+                .is_some_and(|f| f.nondeterministic == Some(false))
     }
 
     /// The slot's kept reference for `task`, as a pair with a fresh candidate worker beside it
@@ -164,11 +181,38 @@ impl<S: Spawner> Python<'_, S> {
             .lock()
             .expect("reuse lock")
             .get(&task.path)
-            .copied()
-            .unwrap_or(0);
+            .map_or(0, |count| count.left);
         while companions.len() < left.min(self.ahead()) {
             match self.start_candidate(slot, exchange) {
                 Ok(c) => companions.push_back(c),
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Start candidate workers beside the slot's next pool pair (the one `take_pair` gives out
+    /// next), as many as `top_up` keeps beside a kept reference, when a task not yet started has
+    /// candidates after its first: its first evaluation takes that pair, and its second comes
+    /// one evaluation (~3 s) later, before a worker started then is up (~8 s). At most as many as
+    /// such a task has after its first; none in a run of one candidate per task.
+    pub(super) fn arm_next(&self, slot: usize) {
+        let later = self
+            .left
+            .lock()
+            .expect("reuse lock")
+            .values()
+            .filter(|count| count.left == count.total)
+            .map(|count| count.total - 1)
+            .max()
+            .unwrap_or(0);
+        let want = later.min(self.ahead());
+        let mut ready = self.ready[slot].lock().expect("worker pool lock");
+        let Some(next) = ready.front_mut() else {
+            return;
+        };
+        while next.companions.len() < want {
+            match self.start_candidate(slot, &next.exchange) {
+                Ok(c) => next.companions.push_back(c),
                 Err(_) => break,
             }
         }
@@ -192,7 +236,14 @@ impl<S: Spawner> Python<'_, S> {
     }
 }
 
-/// Per slot, the reference workers kept for their tasks' next candidates; per task, the
-/// evaluations still to start.
+/// A task's evaluations in the run, and those still to start.
+#[derive(Default)]
+pub(super) struct Count {
+    total: usize,
+    left: usize,
+}
+
+/// Per slot, the reference workers kept for their tasks' next candidates; per task, its
+/// evaluations (`Count`).
 pub(super) type KeptSlots<W> = Vec<std::sync::Mutex<Vec<Kept<W>>>>;
-pub(super) type Left = std::sync::Mutex<HashMap<PathBuf, usize>>;
+pub(super) type Left = std::sync::Mutex<HashMap<PathBuf, Count>>;

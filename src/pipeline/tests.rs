@@ -995,6 +995,8 @@ mod scripted {
             loads: Arc<Mutex<Vec<usize>>>,
             /// The same per candidate worker.
             candidates: Arc<Mutex<Vec<usize>>>,
+            /// `Load::memo` of every reference load, in order.
+            memos: Arc<Mutex<Vec<bool>>>,
         }
 
         impl Spawner for Spawned {
@@ -1010,13 +1012,15 @@ mod scripted {
                             all.len() - 1
                         };
                         let fails = self.fails;
+                        let memos = self.memos.clone();
                         Ok(Scripted::new(Box::new(move |r: &Request| {
                             let served = loads.lock().unwrap()[me];
                             if let Some(answer) = fails(r, me, served) {
                                 return answer;
                             }
-                            if let Request::Load(_) = r {
+                            if let Request::Load(l) = r {
                                 loads.lock().unwrap()[me] += 1;
+                                memos.lock().unwrap().push(l.memo);
                             }
                             reference(r)
                         })))
@@ -1071,22 +1075,43 @@ mod scripted {
                 .then(|| Err(Failure::Exited("killed by signal 9".into())))
         }
 
-        /// Evaluate the candidates `files` of one task in order on slot 0; their verdicts, the
-        /// loads each reference worker served and those each candidate worker served.
-        fn evaluate_all(
+        /// What the workers of a run served: per reference worker its loads, per candidate
+        /// worker its loads, and `Load::memo` of every reference load in order.
+        struct Served {
+            loads: Vec<usize>,
+            candidates: Vec<usize>,
+            memos: Vec<bool>,
+        }
+
+        /// How a run's workers answer (`Spawned::fails`), whether references are kept (`reuse`)
+        /// and what the task's facts say of `nondeterministic`.
+        type How = (
+            fn(&Request, usize, usize) -> Option<Answer>,
+            bool,
+            Option<bool>,
+        );
+
+        /// The run of the candidates `files` of one task on slot 0, given to `run`, where the
+        /// task's facts say `nondeterministic`; what `run` returns and what the workers served.
+        fn with_run<R>(
             files: &[&str],
-            fails: fn(&Request, usize, usize) -> Option<Answer>,
-            reuse: bool,
-        ) -> (Vec<Verdict>, Vec<usize>, Vec<usize>) {
+            (fails, reuse, nondeterministic): How,
+            run: impl FnOnce(&Python<'_, Spawned>, &[(Task, Submission)]) -> R,
+        ) -> (R, Served) {
             let dir = tempfile::tempdir().unwrap();
             let config = config(dir.path());
-            let facts = facts();
+            let mut facts = facts();
+            facts
+                .values_mut()
+                .for_each(|f| f.nondeterministic = nondeterministic);
             let loads = Arc::new(Mutex::new(Vec::new()));
             let candidates = Arc::new(Mutex::new(Vec::new()));
+            let memos = Arc::new(Mutex::new(Vec::new()));
             let spawned = Spawned {
                 fails,
                 loads: loads.clone(),
                 candidates: candidates.clone(),
+                memos: memos.clone(),
             };
             let python = Python {
                 reuse,
@@ -1106,18 +1131,76 @@ mod scripted {
                     (task.clone(), sub)
                 })
                 .collect();
-            python.expect(&work);
-            let verdicts = work
-                .iter()
-                .map(|(task, sub)| {
-                    let build = python.compile(task, sub);
-                    python.evaluate(task, sub, &build, 0).verdict
-                })
-                .collect();
+            let got = run(&python, &work);
             drop(python);
-            let served = loads.lock().unwrap().clone();
-            let candidates = candidates.lock().unwrap().clone();
-            (verdicts, served, candidates)
+            let served = Served {
+                loads: loads.lock().unwrap().clone(),
+                candidates: candidates.lock().unwrap().clone(),
+                memos: memos.lock().unwrap().clone(),
+            };
+            (got, served)
+        }
+
+        /// Evaluate the candidates `files` of one task in order on slot 0: their verdicts and
+        /// what the workers served.
+        fn evaluate_all(files: &[&str], how: How) -> (Vec<Verdict>, Served) {
+            with_run(files, how, |python, work| {
+                python.expect(work);
+                work.iter()
+                    .map(|(task, sub)| {
+                        let build = python.compile(task, sub);
+                        python.evaluate(task, sub, &build, 0).verdict
+                    })
+                    .collect()
+            })
+        }
+
+        /// Before the run's first evaluation the slot's pool is up, and its next pair has
+        /// candidate workers beside its reference for the task's later candidates (two ahead
+        /// on the CPU); a task of one candidate gets none, and unconfined none is kept.
+        #[test]
+        fn the_pool_starts_with_the_run_and_its_next_pair_has_workers_for_later_candidates() {
+            let cases: [(&[&str], bool, usize); 4] = [
+                (&["a.py", "b.py", "c.py", "d.py"], true, 3),
+                (&["a.py", "b.py"], true, 2),
+                (&["a.py"], true, 1),
+                (&["a.py", "b.py", "c.py"], false, 1),
+            ];
+            for (files, reuse, started) in cases {
+                let ((), served) = with_run(files, (never, reuse, None), |python, work| {
+                    python.expect(work)
+                });
+                assert_eq!(served.loads, [0], "{files:?}");
+                assert_eq!(
+                    served.candidates,
+                    vec![0; started],
+                    "{files:?}, reuse {reuse}"
+                );
+            }
+        }
+
+        /// A reference keeps its outputs for the task's other candidates (`Load::memo`) where the
+        /// task's facts say its reference repeats itself: on every load of a task of several
+        /// candidates, the last's included (it reads them), and not for a lone candidate. Not
+        /// where the reference draws random numbers or the facts do not say, nor unconfined.
+        #[test]
+        fn the_reference_keeps_its_outputs_only_for_a_repeating_tasks_other_candidates() {
+            type Case = (&'static [&'static str], Option<bool>, bool, &'static [bool]);
+            let cases: [Case; 5] = [
+                (&["a.py", "b.py", "c.py"], Some(false), true, &[true; 3]),
+                (&["a.py"], Some(false), true, &[false]),
+                (&["a.py", "b.py"], Some(true), true, &[false; 2]),
+                (&["a.py", "b.py"], None, true, &[false; 2]),
+                (&["a.py", "b.py"], Some(false), false, &[false; 2]),
+            ];
+            for (files, nondeterministic, reuse, memos) in cases {
+                let (verdicts, served) = evaluate_all(files, (never, reuse, nondeterministic));
+                assert!(verdicts.iter().all(|v| *v == Verdict::Pass), "{verdicts:?}");
+                assert_eq!(
+                    served.memos, memos,
+                    "{files:?}, nondeterministic {nondeterministic:?}, reuse {reuse}"
+                );
+            }
         }
 
         /// One reference worker serves the task's candidates, one fresh candidate worker each
@@ -1193,10 +1276,11 @@ mod scripted {
                     6,
                 ),
             ];
-            for (name, files, fails, verdicts, served, started) in cases {
-                let (got, loads, candidates) = evaluate_all(files, fails, name != "unconfined");
+            for (name, files, fails, verdicts, loads, started) in cases {
+                let (got, served) = evaluate_all(files, (fails, name != "unconfined", None));
+                let candidates = served.candidates;
                 assert_eq!(got, verdicts, "{name}");
-                assert_eq!(loads, served, "{name}");
+                assert_eq!(served.loads, loads, "{name}");
                 assert_eq!(candidates.len(), started, "{name}: {candidates:?}");
                 assert!(candidates.iter().all(|n| *n <= 1), "{name}: {candidates:?}");
             }

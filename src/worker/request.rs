@@ -216,6 +216,10 @@ pub struct Load {
     /// KernelBench's eval does, for its trials alone (`KernelbenchTrial`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub kernelbench: bool,
+    /// The reference keeps its outputs on each trial's inputs for the task's next candidates
+    /// (`memo.py`): the task's reference repeats itself and a candidate of it is still to come.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub memo: bool,
 }
 
 /// Inputs that differ from a plain trial's (`harness.make_inputs`): `kind` on the wire.

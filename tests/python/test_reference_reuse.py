@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from kbench_worker import harness
-from kbench_worker.messages import Load, Perturb
+from kbench_worker.messages import CheckOutputs, Load, Perturb
 from kbench_worker.reference import Session
 
 TASK = textwrap.dedent(
@@ -76,3 +76,97 @@ def test_a_second_load_rebuilds_what_the_last_evaluation_changed(tmp_path, chang
     assert not _same(_state(session), fresh)
     session.load(load)
     assert _same(_state(session), fresh)
+
+
+MEMO_TASK = textwrap.dedent(
+    """
+    import torch
+
+    calls = 0
+    features = 8
+    view = 0
+
+    class Model(torch.nn.Module):
+        def __init__(self, features):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(features))
+
+        def forward(self, x):
+            global calls
+            calls += 1
+            # With view set, the output is the parameter itself, which the perturbation changes.
+            return self.w.view(-1) if view else x * self.w
+
+    def get_inputs():
+        return [torch.rand(4, features)]
+
+    def get_init_inputs():
+        return [features]
+    """
+)
+
+
+def _memo_session(tmp_path):
+    task = tmp_path / "task.py"
+    task.write_text(MEMO_TASK)
+    harness.forget_tasks()
+    return Session(SimpleNamespace(startup_s=0.0)), str(task)
+
+
+def _check(session, tmp_path, seed):
+    """A check of the trial with input seed ``seed``, the candidate handing over the task's own
+    outputs on those inputs (computed here with the reference's parameters); whether they were
+    found correct, and the calls of the reference's forward the check took."""
+    reference = session.reference
+    inputs = harness.make_inputs(reference.task, seed, "cpu", "fp32")
+    w = reference.model.w.detach().clone()
+    out = w if reference.task.view else inputs[0] * w
+    path = tmp_path / f"cand{seed}.pt"
+    torch.save({"outputs": out, "inputs": None}, path)
+    before = reference.task.calls
+    checked = session.check(CheckOutputs(seed=seed, forward_seed=1, candidate_out=str(path)))
+    return checked["correct"], reference.task.calls - before
+
+
+def _load(session, task, memo, **changes):
+    fields = dict(task=task, device="cpu", precision="fp32", atol=1e-4, rtol=1e-4, set={}, memo=memo)
+    session.load(Load(**{**fields, **changes}))
+
+
+def test_a_kept_reference_with_memo_computes_each_trials_outputs_once(tmp_path):
+    session, task = _memo_session(tmp_path)
+    _load(session, task, memo=True)
+    assert _check(session, tmp_path, 5) == (True, 1)
+    assert _check(session, tmp_path, 6) == (True, 1)
+    _load(session, task, memo=True)
+    assert _check(session, tmp_path, 5) == (True, 0)
+    assert _check(session, tmp_path, 6) == (True, 0)
+    # Perturbed parameters are other outputs: computed, then kept under their own key.
+    session.perturb(Perturb(seed=3))
+    assert _check(session, tmp_path, 5) == (True, 1)
+    _load(session, task, memo=True)
+    session.perturb(Perturb(seed=3))
+    assert _check(session, tmp_path, 5) == (True, 0)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"memo": False}, {"set": {"features": 16}}, {"precision": "bf16"}],
+    ids=["without_memo", "another_size", "another_precision"],
+)
+def test_a_load_of_anything_else_forgets_the_kept_outputs(tmp_path, changes):
+    session, task = _memo_session(tmp_path)
+    _load(session, task, memo=True)
+    _check(session, tmp_path, 5)
+    _load(session, task, **{"memo": True, **changes})
+    _load(session, task, memo=True)
+    assert _check(session, tmp_path, 5) == (True, 1)
+
+
+def test_the_memo_keeps_a_copy_not_a_view_the_perturbation_changes(tmp_path):
+    session, task = _memo_session(tmp_path)
+    _load(session, task, memo=True, set={"view": 1})
+    assert _check(session, tmp_path, 5) == (True, 1)
+    session.perturb(Perturb(seed=3))
+    _load(session, task, memo=True, set={"view": 1})
+    assert _check(session, tmp_path, 5) == (True, 0)

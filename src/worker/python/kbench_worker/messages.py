@@ -109,6 +109,7 @@ class Load:
     submission: Optional[str] = None
     env: Optional[dict[str, str]] = None
     kernelbench: bool = False
+    memo: bool = False
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from . import cause, checks, harness, kept, kernelbench, outputs, precision, profile, runtime, taskfile, timing, transfer
+from . import cause, checks, harness, kept, kernelbench, memo, outputs, precision, profile, runtime, taskfile, timing, transfer
 from .messages import Checked, CheckKept, CheckOutputs, Load, Loaded, Perturb, Perturbed, Profile, Profiled, Time, Timed, TimeSetup, Warmed
 from .protocol import error, serve
 
@@ -140,7 +140,7 @@ class TransferError(RuntimeError):
 
 
 class Reference:
-    def __init__(self, req):
+    def __init__(self, req, memo):
         self.device = req.device
         self.precision = req.precision
         self.atol = req.atol
@@ -160,6 +160,15 @@ class Reference:
         }
         self.timed = None
         self.compiled = None
+        # The reference's outputs kept across the task's candidates (`memo`), and the parameters
+        # they were computed with: the seeds of the perturbations so far (`Session.perturb`).
+        self.memo = memo
+        self.params = ()
+
+    def _forward(self, inputs, req, variant=None):
+        """The model's outputs on the trial's inputs (made from ``req.seed`` and ``variant``)."""
+        key = ("forward", self.params, req.seed, req.forward_seed, memo.variant_key(variant))
+        return self.memo.get(key, lambda: harness.forward(self.model, inputs, req.forward_seed))
 
     def profiled(self, req):
         """One profiled call (after timing: profiling leaves state in the process): its kernels'
@@ -191,7 +200,7 @@ class Reference:
         # Inputs first, while the reference's own are pristine (its forward may work in place).
         changed = _handed_over(self.inputs_integrity, inputs, cand_inputs, log) if cand_inputs is not None else []
         del cand_inputs
-        ref = harness.forward(self.model, inputs, req.forward_seed)
+        ref = self._forward(inputs, req, req.variant)
         del inputs
         result = _handed_over(compare, ref, cand, self.atol, self.rtol, log)
         fp32 = self.precision == "fp32" and not changed
@@ -226,7 +235,7 @@ class Reference:
         log = checks.Log()
         inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision)
         cand = kept.read(req.kept, req.slot)
-        ref = harness.forward(self.model, inputs, req.forward_seed)
+        ref = self._forward(inputs, req)
         del inputs
         result = _handed_over(compare, ref, cand, self.atol, self.rtol, log)
         if "output" in result and self.precision == "fp32":
@@ -384,12 +393,18 @@ class Reference:
     def _run_as(self, req, dtype):
         """The reference's outputs in ``dtype``: a copy of the model in it (freed on return) on
         the trial's inputs cast to it, with the same forward seed."""
-        model = copy.deepcopy(self.model).to(dtype)
         # A timed call's check (`CheckKept`) has no variant: its inputs are the shipped kind.
-        inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision, getattr(req, "variant", None))
-        inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
-        out = harness.forward(model, inputs, req.forward_seed)
-        return list(out) if isinstance(out, (tuple, list)) else [out]
+        variant = getattr(req, "variant", None)
+
+        def run():
+            model = copy.deepcopy(self.model).to(dtype)
+            inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision, variant)
+            inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+            out = harness.forward(model, inputs, req.forward_seed)
+            return list(out) if isinstance(out, (tuple, list)) else [out]
+
+        key = (str(dtype), self.params, req.seed, req.forward_seed, memo.variant_key(variant))
+        return self.memo.get(key, run)
 
 
 
@@ -417,6 +432,7 @@ class Session:
     def __init__(self, channel):
         self.channel = channel
         self.reference = None
+        self.memo = memo.Memo()
 
     def load(self, req: Load) -> Loaded:
         """The task's reference, built as in a fresh worker. kbench keeps a clean reference worker
@@ -430,7 +446,8 @@ class Session:
             harness.forget_tasks()
             gc.collect()
             harness.release_memory(device)
-        self.reference = Reference(req)
+        self.memo.start(req)
+        self.reference = Reference(req, self.memo)
         # The task's integer constants, as loaded: kbench picks a shape perturbation from them.
         constants = {k: v for k, v in vars(self.reference.task).items() if type(v) is int and not k.startswith("_")}
         return {"startup_s": self.channel.startup_s, "constants": constants}
@@ -442,7 +459,9 @@ class Session:
         return self.reference.check_kept(req)
 
     def perturb(self, req: Perturb) -> Perturbed:
-        return {"shapes": harness.perturb(self.reference.model, req.seed)}
+        shapes = harness.perturb(self.reference.model, req.seed)
+        self.reference.params += (req.seed,)
+        return {"shapes": shapes}
 
     def time(self, req: TimeSetup | Time) -> Warmed | Timed:
         """Arm A (eager) by default; ``arm: compile`` times torch.compile of the same model."""
