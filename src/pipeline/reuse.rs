@@ -191,21 +191,10 @@ impl<S: Spawner> Python<'_, S> {
     }
 
     /// Start candidate workers beside the slot's next pool pair (the one `take_pair` gives out
-    /// next), as many as `top_up` keeps beside a kept reference, when a task not yet started has
-    /// candidates after its first: its first evaluation takes that pair, and its second comes
-    /// one evaluation (~3 s) later, before a worker started then is up (~8 s). At most as many as
-    /// such a task has after its first; none in a run of one candidate per task.
+    /// next), as many as `armed` says: the task that takes that pair has its second candidate
+    /// one evaluation (~3 s) after its first, before a worker started then is up (~8 s).
     pub(super) fn arm_next(&self, slot: usize) {
-        let later = self
-            .left
-            .lock()
-            .expect("reuse lock")
-            .values()
-            .filter(|count| count.left == count.total)
-            .map(|count| count.total - 1)
-            .max()
-            .unwrap_or(0);
-        let want = later.min(self.ahead());
+        let want = armed(self.left.lock().expect("reuse lock").values(), self.ahead());
         let mut ready = self.ready[slot].lock().expect("worker pool lock");
         let Some(next) = ready.front_mut() else {
             return;
@@ -236,6 +225,19 @@ impl<S: Spawner> Python<'_, S> {
     }
 }
 
+/// How many candidate workers the slot's next pool pair gets beside its reference (`arm_next`):
+/// the fewest later candidates (after its first) of any task not yet started, at most `ahead`.
+/// The pair goes to whichever task the scheduler takes next, so none in a run where a task yet
+/// to start has one candidate: a worker started for nothing costs a start-up's CPU.
+fn armed<'a>(counts: impl Iterator<Item = &'a Count>, ahead: usize) -> usize {
+    counts
+        .filter(|count| count.left == count.total)
+        .map(|count| count.total - 1)
+        .min()
+        .unwrap_or(0)
+        .min(ahead)
+}
+
 /// A task's evaluations in the run, and those still to start.
 #[derive(Default)]
 pub(super) struct Count {
@@ -247,3 +249,32 @@ pub(super) struct Count {
 /// evaluations (`Count`).
 pub(super) type KeptSlots<W> = Vec<std::sync::Mutex<Vec<Kept<W>>>>;
 pub(super) type Left = std::sync::Mutex<HashMap<PathBuf, Count>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_next_pair_gets_workers_for_the_fewest_later_candidates_of_a_task_yet_to_start() {
+        let count = |total, left| Count { total, left };
+        let cases: [(&str, Vec<Count>, usize); 6] = [
+            ("none left", vec![], 0),
+            ("all started", vec![count(8, 3)], 0),
+            ("eight each", vec![count(8, 8), count(8, 8)], 4),
+            ("the fewest", vec![count(8, 8), count(3, 3)], 2),
+            (
+                "a lone candidate yet to start",
+                vec![count(8, 8), count(1, 1)],
+                0,
+            ),
+            (
+                "started tasks do not count",
+                vec![count(1, 0), count(3, 3)],
+                2,
+            ),
+        ];
+        for (name, counts, want) in cases {
+            assert_eq!(armed(counts.iter(), 4), want, "{name}");
+        }
+    }
+}
