@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from kbench_worker import harness
-from kbench_worker.messages import CheckOutputs, Load, Perturb
+from kbench_worker.messages import CheckKept, CheckOutputs, Load, Perturb
 from kbench_worker.reference import Session
 
 TASK = textwrap.dedent(
@@ -170,3 +170,18 @@ def test_the_memo_keeps_a_copy_not_a_view_the_perturbation_changes(tmp_path):
     session.perturb(Perturb(seed=3))
     _load(session, task, memo=True, set={"view": 1})
     assert _check(session, tmp_path, 5) == (True, 0)
+
+
+def test_a_timed_calls_check_keeps_nothing(tmp_path):
+    """A timed call's seeds are drawn for its block: no other candidate is sent them."""
+    session, task = _memo_session(tmp_path)
+    _load(session, task, memo=True)
+    reference = session.reference
+    timed = CheckKept(slot=0, seed=5, forward_seed=1, kept=None)
+    trial = CheckOutputs(seed=5, forward_seed=1, candidate_out="")
+    assert reference._key("forward", timed) is None
+    assert reference._key("forward", trial) is not None
+    runs = []
+    for _ in range(2):
+        reference.memo.get(reference._key("forward", timed), lambda: runs.append(1))
+    assert len(runs) == 2 and not reference.memo.kept

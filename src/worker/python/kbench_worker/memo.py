@@ -8,9 +8,11 @@ kbench asks for it (`Load.memo`) only where the task's reference repeats itself 
 random draws, a second call returns the first's bits) and a candidate of the task is still to
 come; a load without it, or of another task, size, device or precision, empties it. The key
 names the parameters too (as built, or perturbed with a seed), so outputs before and after the
-parameter perturbation never mix. Copies are kept, on the device (what forward returned may be a
-view of an input, or of a parameter the perturbation changes in place), up to `BYTES` in all:
-outputs that do not fit are computed again each time. Callers only read what they get.
+parameter perturbation never mix. A timed call's check keeps nothing: its seeds are drawn for
+each timed block, and no other candidate is sent them. Copies are kept, on the device (what
+forward returned may be a view of an input, or of a parameter the perturbation changes in
+place), up to `BYTES` in all: outputs that do not fit are computed again each time. Callers only
+read what they get.
 """
 
 import json
@@ -59,8 +61,9 @@ class Memo:
         self.load = load
 
     def get(self, key, run):
-        """What ``run()`` returns, from the memo when this load keeps one and has it."""
-        if self.load is None:
+        """What ``run()`` returns, from the memo when this load keeps one and has ``key`` (None:
+        never kept)."""
+        if self.load is None or key is None:
             return run()
         if key in self.kept:
             return self.kept[key]

@@ -7,6 +7,7 @@ reference and compares, here, where no submission code has run.
 """
 
 import copy
+import functools
 import gc
 import math
 import time
@@ -140,7 +141,7 @@ class TransferError(RuntimeError):
 
 
 class Reference:
-    def __init__(self, req, memo):
+    def __init__(self, req, kept_outputs):
         self.device = req.device
         self.precision = req.precision
         self.atol = req.atol
@@ -162,13 +163,16 @@ class Reference:
         self.compiled = None
         # The reference's outputs kept across the task's candidates (`memo`), and the parameters
         # they were computed with: the seeds of the perturbations so far (`Session.perturb`).
-        self.memo = memo
+        self.memo = kept_outputs
         self.params = ()
 
-    def _forward(self, inputs, req, variant=None):
-        """The model's outputs on the trial's inputs (made from ``req.seed`` and ``variant``)."""
-        key = ("forward", self.params, req.seed, req.forward_seed, memo.variant_key(variant))
-        return self.memo.get(key, lambda: harness.forward(self.model, inputs, req.forward_seed))
+    def _key(self, what, req):
+        """A trial's key in the memo: what was run, on which parameters and inputs. None for a
+        timed call's check (`CheckKept`), whose seeds are drawn for each timed block: no other
+        candidate is sent them."""
+        if not isinstance(req, CheckOutputs):
+            return None
+        return (what, self.params, req.seed, req.forward_seed, memo.variant_key(req.variant))
 
     def profiled(self, req):
         """One profiled call (after timing: profiling leaves state in the process): its kernels'
@@ -200,7 +204,7 @@ class Reference:
         # Inputs first, while the reference's own are pristine (its forward may work in place).
         changed = _handed_over(self.inputs_integrity, inputs, cand_inputs, log) if cand_inputs is not None else []
         del cand_inputs
-        ref = self._forward(inputs, req, req.variant)
+        ref = self.memo.get(self._key("forward", req), functools.partial(harness.forward, self.model, inputs, req.forward_seed))
         del inputs
         result = _handed_over(compare, ref, cand, self.atol, self.rtol, log)
         fp32 = self.precision == "fp32" and not changed
@@ -235,7 +239,7 @@ class Reference:
         log = checks.Log()
         inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision)
         cand = kept.read(req.kept, req.slot)
-        ref = self._forward(inputs, req)
+        ref = harness.forward(self.model, inputs, req.forward_seed)
         del inputs
         result = _handed_over(compare, ref, cand, self.atol, self.rtol, log)
         if "output" in result and self.precision == "fp32":
@@ -403,8 +407,7 @@ class Reference:
             out = harness.forward(model, inputs, req.forward_seed)
             return list(out) if isinstance(out, (tuple, list)) else [out]
 
-        key = (str(dtype), self.params, req.seed, req.forward_seed, memo.variant_key(variant))
-        return self.memo.get(key, run)
+        return self.memo.get(self._key(str(dtype), req), run)
 
 
 
