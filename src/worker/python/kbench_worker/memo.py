@@ -51,10 +51,9 @@ class Memo:
         self.kept = {}
         self.size = 0
 
-    def start(self, req):
-        """A load: keep what is kept for the same task, size, device and precision when
-        ``req.memo`` asks for it, else drop it all."""
-        load = (req.task, req.scale, json.dumps(req.set, sort_keys=True), req.device, req.precision) if req.memo else None
+    def start(self, load):
+        """A load of the task: keep what is kept for the same ``load`` (what was loaded, how
+        sized, on which device, at which precision), else drop it all; None keeps nothing."""
         if load is None or load != self.load:
             self.kept.clear()
             self.size = 0

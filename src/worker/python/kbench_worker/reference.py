@@ -9,6 +9,7 @@ reference and compares, here, where no submission code has run.
 import copy
 import functools
 import gc
+import json
 import math
 import time
 
@@ -141,7 +142,7 @@ class TransferError(RuntimeError):
 
 
 class Reference:
-    def __init__(self, req, kept_outputs):
+    def __init__(self, req, kept_outputs=None):
         self.device = req.device
         self.precision = req.precision
         self.atol = req.atol
@@ -163,7 +164,7 @@ class Reference:
         self.compiled = None
         # The reference's outputs kept across the task's candidates (`memo`), and the parameters
         # they were computed with: the seeds of the perturbations so far (`Session.perturb`).
-        self.memo = kept_outputs
+        self.memo = kept_outputs or memo.Memo()
         self.params = ()
 
     def _key(self, what, req):
@@ -449,7 +450,7 @@ class Session:
             harness.forget_tasks()
             gc.collect()
             harness.release_memory(device)
-        self.memo.start(req)
+        self.memo.start((req.task, req.scale, json.dumps(req.set, sort_keys=True), req.device, req.precision) if req.memo else None)
         self.reference = Reference(req, self.memo)
         # The task's integer constants, as loaded: kbench picks a shape perturbation from them.
         constants = {k: v for k, v in vars(self.reference.task).items() if type(v) is int and not k.startswith("_")}
