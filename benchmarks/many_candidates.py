@@ -27,7 +27,19 @@ import time
 from pathlib import Path
 
 TASKS = "1/1,1/9,1/19,1/23,1/40,1/50,1/63,1/88,1/97,2/1,2/6,2/9,2/14,2/30,2/46,2/66,2/75,2/100,3/1,3/4,3/10,3/20,3/28,3/44,3/49"
-PHASES = ("gpu_wait_s", "worker_startup_s", "load_s", "correctness_s", "timing_s")
+PHASES = (
+    "gpu_wait_s",
+    "worker_startup_s",
+    "load_s",
+    "correctness_s",
+    "trials_candidate_s",
+    "trials_reference_s",
+    "timing_s",
+    "warmup_s",
+    "output_checks_s",
+    "process_check_s",
+    "after_timing_s",
+)
 
 
 def task_file(tasks_dir, spec):

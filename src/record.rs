@@ -534,6 +534,23 @@ pub struct Phases {
     /// timings before timing alone (`lanes`).
     #[serde(default)]
     pub gpu_wait_s: f64,
+    /// Within `correctness_s`: the candidate worker's trial requests and the reference worker's
+    /// checks of them, summed by kbench's clock (one waits while the other runs).
+    #[serde(default)]
+    pub trials_candidate_s: f64,
+    #[serde(default)]
+    pub trials_reference_s: f64,
+    /// Within `timing_s`: both arms' set-up and warm-up, the timed outputs' checks and the
+    /// process check's rounds; the rest of it is the sampled rounds.
+    #[serde(default)]
+    pub warmup_s: f64,
+    #[serde(default)]
+    pub output_checks_s: f64,
+    #[serde(default)]
+    pub process_check_s: f64,
+    /// After timing: the candidate's state checks and both workers' profiled calls.
+    #[serde(default)]
+    pub after_timing_s: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

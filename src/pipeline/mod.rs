@@ -21,7 +21,7 @@ use crate::cache_key::CacheKey;
 use crate::config::Config;
 use crate::lanes::{Gate, Hold};
 use crate::nvml::Nvml;
-use crate::record::{merge_check, Build, Check, Evaluation, Timing};
+use crate::record::{merge_check, Build, Evaluation, Timing};
 use crate::sandbox::Confinement;
 use crate::submission::Submission;
 use crate::task::{Task, TaskId};
@@ -50,7 +50,7 @@ pub use annotate::Annotations;
 use evidence::Judged;
 use load::Pair;
 use reuse::{KeptSlots, Left};
-use stage::Handover;
+use stage::{Handover, Spent};
 
 /// Runs compile and evaluation steps; the scheduler is generic over it so it can be tested
 /// with a scripted fake.
@@ -370,8 +370,11 @@ impl<S: Spawner> Python<'_, S> {
             candidate: &mut pair.candidate,
             transport: &mut transport,
             exchange: &pair.exchange,
+            spent: Spent::default(),
         };
         let verified = self.verify(task, &mut handover, hold, eval, constants);
+        eval.phases.trials_candidate_s = handover.spent.candidate_s;
+        eval.phases.trials_reference_s = handover.spent.reference_s;
         merge_check(
             &mut eval.checks,
             stage::transfer_check(cfg.device, handover.transport),
@@ -388,17 +391,21 @@ impl<S: Spawner> Python<'_, S> {
         hold.alone();
         eval.phases.gpu_wait_s = hold.waited.as_secs_f64();
         let started = Instant::now();
-        eval.timing = Some(self.time(slot, &mut handover, &mut eval.checks)?);
+        let timed = self.time(slot, &mut handover, eval);
         eval.phases.timing_s = started.elapsed().as_secs_f64();
+        eval.timing = Some(timed?);
 
-        self.judge_profiled(
+        let started = Instant::now();
+        let judged = self.judge_profiled(
             task,
             sub,
             &mut pair.reference,
             &mut pair.candidate,
             kernels,
             eval,
-        )
+        );
+        eval.phases.after_timing_s = started.elapsed().as_secs_f64();
+        judged
     }
 
     /// Timing with the GPU alone (`timing::Session`). The arms keep their timed outputs as the
@@ -407,7 +414,7 @@ impl<S: Spawner> Python<'_, S> {
         &self,
         slot: usize,
         handover: &mut Handover<'_, S::Worker>,
-        checks: &mut Vec<Check>,
+        eval: &mut Evaluation,
     ) -> Result<Timing, Failed> {
         let cfg = self.config;
         let kept_files = (*handover.transport == "file").then(|| handover.exchange.seen());
@@ -419,7 +426,12 @@ impl<S: Spawner> Python<'_, S> {
             cpu: self.timing_cpus.get(slot).copied(),
             seed_base: derive_seed(cfg.seed, TIMING_STREAM),
             kept_files,
+            spent: timing::Spent::default(),
         };
-        session.run(checks)
+        let timed = session.run(&mut eval.checks);
+        eval.phases.warmup_s = session.spent.warmup_s;
+        eval.phases.output_checks_s = session.spent.output_checks_s;
+        eval.phases.process_check_s = session.spent.process_check_s;
+        timed
     }
 }

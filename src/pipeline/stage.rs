@@ -5,7 +5,7 @@
 //! stages').
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::compat::Compat;
 use crate::config::Device;
@@ -195,6 +195,15 @@ pub(super) struct Handover<'h, W> {
     /// "ipc" (CUDA IPC) or "file"; IPC that fails once falls back to files for the evaluation.
     pub transport: &'h mut &'static str,
     pub exchange: &'h Exchange,
+    /// Seconds the candidate's requests and the reference's checks of them took so far.
+    pub spent: Spent,
+}
+
+/// The correctness trials' time by worker (`Phases::trials_candidate_s`, `trials_reference_s`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Spent {
+    pub candidate_s: f64,
+    pub reference_s: f64,
 }
 
 impl<W: Link> Handover<'_, W> {
@@ -212,13 +221,19 @@ impl<W: Link> Handover<'_, W> {
         let (out, seen) = self.exchange.file(file);
         loop {
             let asked = request(seen.clone(), (*self.transport).into());
-            let ran = ask(self.candidate, asked, deadline)?;
+            let started = Instant::now();
+            let ran = ask(self.candidate, asked, deadline);
+            self.spent.candidate_s += started.elapsed().as_secs_f64();
+            let ran = ran?;
             let Some(mut body) = check(&ran) else {
                 return Ok((ran, None));
             };
             body.candidate_out = seen.clone();
             body.ipc = ran.ipc.clone();
-            let result = match self.reference.request(body, deadline) {
+            let started = Instant::now();
+            let checked = self.reference.request(body, deadline);
+            self.spent.reference_s += started.elapsed().as_secs_f64();
+            let result = match checked {
                 Ok(Reply::Ok(v)) => Ok((ran, Some(v))),
                 Ok(Reply::Err(e)) if e.kind == ErrorKind::Transfer && *self.transport == "ipc" => {
                     *self.transport = "file";

@@ -376,6 +376,31 @@ mod scripted {
         assert_annotated(&eval);
     }
 
+    /// The parts of a phase are measured inside it: the trials' requests by worker within the
+    /// correctness phase, the warm-up within timing; what follows timing is a phase of its own.
+    #[test]
+    fn each_phase_holds_its_parts() {
+        let eval = evaluate(reference, candidate);
+        let p = &eval.phases;
+        let parts = [
+            p.trials_candidate_s,
+            p.trials_reference_s,
+            p.warmup_s,
+            p.after_timing_s,
+        ];
+        assert!(parts.iter().all(|&s| s > 0.0), "{p:?}");
+        assert!(
+            p.trials_candidate_s + p.trials_reference_s <= p.correctness_s,
+            "{p:?}"
+        );
+        assert!(p.warmup_s <= p.timing_s, "{p:?}");
+        // KernelBench's timing mode checks no timed output and has no process check (the
+        // offline mode's parts are `timing`'s to test).
+        assert_eq!((p.output_checks_s, p.process_check_s), (0.0, 0.0));
+        let total = p.load_s + p.correctness_s + p.timing_s + p.after_timing_s;
+        assert!(total <= eval.seconds, "{p:?} against {}", eval.seconds);
+    }
+
     /// KernelBench's verdict stands beside kbench's stricter one: a kernel kbench rejects on a
     /// perturbed trial, or on its first trial's deep checks, still passes KernelBench's rule
     /// (the plain trials then go on for its verdict alone); one that fails that rule, or raises

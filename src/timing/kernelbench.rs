@@ -23,8 +23,8 @@ impl<L: Link> Session<'_, L> {
         let cfg = self.config;
         let setup = self.setup(TimingMode::Kernelbench);
         let deadline = cfg.timeouts.call + WARMUP_ALLOWANCE;
-        self.ask(ArmId::Candidate, setup.clone(), deadline)?;
-        self.ask(ArmId::Eager, setup, deadline)?;
+        self.warm(ArmId::Candidate, setup.clone(), deadline)?;
+        self.warm(ArmId::Eager, setup, deadline)?;
         let request = Time {
             n: Some(cfg.max_samples.min(KERNELBENCH_TRIALS)),
             ..Time::default()

@@ -29,5 +29,5 @@ mod summary;
 
 pub use label::{allow_host_error, allow_process_effect, host_error};
 pub use replies::{samples_of, Checked, Timed, Warmed};
-pub use session::{Failed, Session};
+pub use session::{Failed, Session, Spent};
 pub use summary::summarize;

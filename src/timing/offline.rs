@@ -187,10 +187,10 @@ impl<L: Link> Session<'_, L> {
             [ArmId::Eager, ArmId::Candidate, ArmId::Compiled].map(arm_setup);
         let compiled = cfg
             .compile_baseline
-            .then(|| self.ask(ArmId::Compiled, compile, cfg.timeouts.compile + deadline));
+            .then(|| self.warm(ArmId::Compiled, compile, cfg.timeouts.compile + deadline));
         let mut warm = vec![
-            self.ask(ArmId::Eager, eager, deadline)?,
-            self.ask(ArmId::Candidate, candidate, deadline)?,
+            self.warm(ArmId::Eager, eager, deadline)?,
+            self.warm(ArmId::Candidate, candidate, deadline)?,
         ];
         let pool = Pool::of(&warm[ArmId::Candidate.index()])?;
         let mut compile_failed = None;
@@ -302,8 +302,10 @@ impl<L: Link> Session<'_, L> {
             taken.keep(round, blocker_ms);
             if timed_checks == 0 || (timed_checks < MAX_TIMED_CHECKS && rng.gen_ratio(1, 4)) {
                 timed_checks += 1;
-                let check = self.check_kept(&plan.pool, &kept, index, &mut rng)?;
-                merge_check(checks, check);
+                let started = Instant::now();
+                let check = self.check_kept(&plan.pool, &kept, index, &mut rng);
+                self.spent.output_checks_s += started.elapsed().as_secs_f64();
+                merge_check(checks, check?);
             }
             let elapsed = started.elapsed();
             if let Some(why) = stop_reason(&taken.arms, taken.kept, elapsed, cfg, self.seed_base) {
@@ -496,7 +498,10 @@ impl<L: Link> Session<'_, L> {
         if !process_check_due(timing, self.config.process_check_always) {
             return Ok(());
         }
-        match self.process_rounds(plan, blocker_us) {
+        let started = Instant::now();
+        let rounds = self.process_rounds(plan, blocker_us);
+        self.spent.process_check_s += started.elapsed().as_secs_f64();
+        match rounds {
             Ok((reference, control)) => {
                 let effect = summarize(String::new(), reference, control, self.seed_base, 0.0);
                 allow_process_effect(

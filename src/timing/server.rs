@@ -49,8 +49,8 @@ impl<L: Link> Session<'_, L> {
         let setup = self.setup(TimingMode::Server);
         let deadline = cfg.timeouts.call + WARMUP_ALLOWANCE;
         let warm = [
-            self.ask(ArmId::Eager, setup.clone(), deadline)?,
-            self.ask(ArmId::Candidate, setup, deadline)?,
+            self.warm(ArmId::Eager, setup.clone(), deadline)?,
+            self.warm(ArmId::Candidate, setup, deadline)?,
         ];
         let median_ms = warm.iter().filter_map(|w| w.median_ms).fold(0.0, f64::max);
         let mean_gap_ms = (1e3 / SERVER_QPS).max(median_ms / SERVER_BUSY);

@@ -40,6 +40,19 @@ pub struct Session<'s, L: Link> {
     /// workers see it), when the outputs cannot stay on the GPU and be shared by CUDA IPC: on
     /// the CPU, or after IPC failed.
     pub kept_files: Option<PathBuf>,
+    /// Where the session's time went beside the sampled rounds, so far.
+    pub spent: Spent,
+}
+
+/// Seconds of a timing session outside its sampled rounds (`Phases::warmup_s` and the next two).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Spent {
+    /// Every arm's set-up and warm-up.
+    pub warmup_s: f64,
+    /// The reference worker's checks of timed outputs (`timing.timed_output_check`).
+    pub output_checks_s: f64,
+    /// The process check's set-up and rounds (`timing.process`).
+    pub process_check_s: f64,
 }
 
 /// A block's draws: its seed, and the pool slot of its first draw.
@@ -87,6 +100,20 @@ impl<L: Link> Session<'_, L> {
             (Ok(Reply::Err(e)), _) => Err(Cause::Raised(e)),
             (Err(f), _) => Err(Cause::Silent(f)),
         }
+    }
+
+    /// An arm's set-up request (its input sets and warm-up), its time counted in
+    /// `spent.warmup_s`.
+    pub(super) fn warm(
+        &mut self,
+        arm: ArmId,
+        body: TimeSetup,
+        deadline: Duration,
+    ) -> Result<<TimeSetup as Command>::Reply, Failed> {
+        let started = Instant::now();
+        let reply = self.ask(arm, body, deadline);
+        self.spent.warmup_s += started.elapsed().as_secs_f64();
+        reply
     }
 
     /// One block from `arm`: `n` samples of `burst` calls behind a blocker of `blocker_cycles`,

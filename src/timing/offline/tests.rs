@@ -51,7 +51,7 @@ mod session {
     use crate::probe::Probe;
     use crate::record::{Check, Outcome, Timing, CHARGED};
     use crate::stats::Decision;
-    use crate::timing::{Failed, Session};
+    use crate::timing::{Failed, Session, Spent};
     use crate::verdict::Cause;
     use crate::worker::fake::{self, Answer, Scripted};
     use crate::worker::request::Request;
@@ -110,7 +110,7 @@ mod session {
     /// The timing of a reference whose calls take 1 ms against `candidate`, with the checks it
     /// made, and the commands each worker was sent.
     fn timed(candidate: Script) -> (Timing, Vec<Check>, [Vec<String>; 2]) {
-        let (timing, checks, commands) = time_with(worker(1.0, 0.0), candidate);
+        let (timing, checks, commands, _) = time_with(worker(1.0, 0.0), candidate);
         (timing.unwrap(), checks, commands)
     }
 
@@ -118,7 +118,7 @@ mod session {
     fn time_with(
         reference: Script,
         candidate: Script,
-    ) -> (Result<Timing, Failed>, Vec<Check>, [Vec<String>; 2]) {
+    ) -> (Result<Timing, Failed>, Vec<Check>, [Vec<String>; 2], Spent) {
         let config = cpu_config();
         let mut reference = Scripted::new(reference);
         let mut candidate = Scripted::new(candidate);
@@ -131,13 +131,41 @@ mod session {
             cpu: None,
             seed_base: 7,
             kept_files: None,
+            spent: Spent::default(),
         };
         let timing = session.run(&mut checks);
-        (timing, checks, [reference.commands(), candidate.commands()])
+        let spent = session.spent;
+        (
+            timing,
+            checks,
+            [reference.commands(), candidate.commands()],
+            spent,
+        )
     }
 
     fn outcome(checks: &[Check], name: &str) -> Outcome {
         checks.iter().find(|c| c.name == name).unwrap().outcome
+    }
+
+    /// The session's time outside its sampled rounds is counted where it went: both arms'
+    /// set-ups, and the reference's checks of timed outputs (each in a request of its own).
+    #[test]
+    fn the_warm_up_and_the_output_checks_are_counted_apart() {
+        let (timing, checks, commands, spent) = time_with(worker(1.0, 0.0), worker(1.0, 0.0));
+        assert!(timing.is_ok());
+        assert!(
+            commands[0].iter().any(|c| c == "check_kept"),
+            "{commands:?}"
+        );
+        assert!(outcome(&checks, "timing.timed_output_check") == Outcome::Pass);
+        assert!(
+            spent.warmup_s > 0.0 && spent.output_checks_s > 0.0,
+            "{spent:?}"
+        );
+        assert_eq!(
+            spent.process_check_s, 0.0,
+            "a SAME label has no process check"
+        );
     }
 
     #[test]
@@ -176,7 +204,7 @@ mod session {
             }
             other => honest(other),
         });
-        let (timing, _, _) = time_with(reference, worker(1.0, 0.0));
+        let (timing, _, _, _) = time_with(reference, worker(1.0, 0.0));
         match timing {
             Err(Cause::TimedOutputWrong(why)) => {
                 assert!(
@@ -191,7 +219,7 @@ mod session {
             Request::TimeSetup(_) => fake::ok(json!({"median_ms": 1.0, "submit_ms": 0.01})),
             other => honest(other),
         });
-        let (timing, _, _) = time_with(worker(1.0, 0.0), poolless);
+        let (timing, _, _, _) = time_with(worker(1.0, 0.0), poolless);
         assert!(
             matches!(timing, Err(Cause::TimedOutputWrong(_))),
             "{timing:?}"
