@@ -7,7 +7,7 @@ import weakref
 
 import torch
 
-from kbench_worker import harness, kept, timing
+from kbench_worker import harness, kept, timing, transfer
 from kbench_worker.messages import decode
 
 
@@ -272,6 +272,30 @@ def test_handle_dispatches_both_modes():
     assert len(timing.handle(worker, decode({"cmd": "time", "n": 2}))["samples_ms"]) == 2
     assert timing.handle(worker, decode({"cmd": "time_setup", "seed": 3, "mode": "kernelbench"})) == {}
     assert len(timing.handle(worker, decode({"cmd": "time", "n": 4}))["samples_ms"]) == 4
+
+
+def test_only_the_candidates_own_arm_exports_its_pool(monkeypatch):
+    """torch keeps a block exported by CUDA IPC allocated until a reader has released it, so the
+    pool of an arm nobody reads (the reference's) is never exported: a kept reference worker
+    held one for every candidate it served (level1/63, 8 GiB each, ran out of memory at the
+    seventh). The candidate's own arm's pool is, for the reference to read."""
+    from kbench_worker import candidate, reference
+
+    exported = []
+    monkeypatch.setattr(transfer, "export_cuda", lambda t: exported.append(len(t)) or {"container": None, "tensors": []})
+    setup = decode({"cmd": "time_setup", "seed": 3, "mode": "offline", "cycles_per_us": 1980})
+    ref = reference.Session(channel=None)
+    ref.reference = types.SimpleNamespace(model=Recorder(), task=Task, device="cpu", precision="fp32", timed=None, compiled=None)
+    ref.time(setup)
+    cand = candidate.Candidate.__new__(candidate.Candidate)
+    vars(cand).update(model=Recorder(), task=Task, device="cpu", precision="fp32", timed=None, shared=None, control=None)
+    cand.time(setup)
+    described = {}
+    for name, arm in (("reference", ref.reference.timed), ("candidate", cand.timed)):
+        arm.pool.on_gpu = True  # as on a GPU, where the pool lies beside the outputs
+        described[name] = arm.pool.describe()
+    assert "ipc" in described["candidate"] and "ipc" not in described["reference"], described
+    assert exported == [1]
 
 
 def test_seeding_the_generators_draws_as_torch_manual_seed_does():

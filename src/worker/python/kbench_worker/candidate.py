@@ -217,7 +217,7 @@ class Candidate:
         this process (`Control`)."""
         self.shared = None
         if req.arm != "control":
-            return timing.handle(self, req)
+            return timing.handle(self, req, shared=True)
         if req.cmd == "time_setup":
             self.control = Control(self)
         return timing.handle(self.control, req)

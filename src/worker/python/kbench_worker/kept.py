@@ -30,14 +30,20 @@ HOST_BYTES = 256 << 20
 
 class Pool:
     """Slots for the outputs of one arm's timed calls, shaped after a warm-up call's output.
-    ``path``: where its files go (host memory); None keeps it on the output's GPU."""
+    ``path``: where its files go (host memory); None keeps it on the output's GPU. ``shared``:
+    a pool on the GPU is exported by CUDA IPC for the reference worker to read; only the
+    candidate's own arm's is. torch keeps an exported block allocated until a reader has
+    released it, so a pool exported and never read would stay for the life of its process: a
+    kept reference worker held one per candidate (8 GiB each on level1/63, which ran out of
+    memory at its seventh candidate)."""
 
-    def __init__(self, out, path=None):
+    def __init__(self, out, path=None, shared=False):
         outputs.exact_type(out)
         tensors = outputs.tensors(out)
         self.structure = outputs.structure(out)
         self.path = path
-        on_gpu = path is None and bool(tensors) and all(t.is_cuda for t in tensors)
+        self.shared = shared
+        self.on_gpu = on_gpu = path is None and bool(tensors) and all(t.is_cuda for t in tensors)
         if on_gpu:
             budget = GPU_SHARE * torch.cuda.mem_get_info(tensors[0].device)[1]
         else:
@@ -71,10 +77,10 @@ class Pool:
         # As `transfer` names it: None (one tensor), "tuple" or "list".
         container = self.structure.partition("[")[0] if "[" in self.structure else None
         described = {"slots": self.slots, "container": container}
-        if self.path is None and self.buffers[0].is_cuda:
+        if self.on_gpu and self.shared:
             return {**described, "ipc": transfer.export_cuda(tuple(self.buffers))}
         if self.path is None:
-            return described  # host memory no other process reads (a reference's arm)
+            return described  # memory no other process reads (the reference's arms, the control)
         files = [
             {"path": f"{self.path}.{i}", "shape": list(b.shape), "dtype": str(b.dtype).removeprefix("torch.")}
             for i, b in enumerate(self.buffers)

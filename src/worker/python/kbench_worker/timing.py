@@ -74,13 +74,14 @@ class TimedModel:
     Nothing is released then, and nothing large allocated before the calls: their outputs go
     where that arm's went, to the blocks it left cached."""
 
-    def __init__(self, model, task, seed_base, device, precision, kept_path=None, beside=None):
+    def __init__(self, model, task, seed_base, device, precision, kept_path=None, beside=None, shared=False):
         if beside is None:
             harness.release_memory(device)
         self.model, self.task, self.base = model, task, seed_base
         self.device, self.precision = device, precision
         self.cuda = device.startswith("cuda")
         self.kept_path = kept_path
+        self.shared = shared  # the pool is read by the reference worker (`kept.Pool`)
         self.pool = None
         self.taken = 0
         # The block being taken: its seed (None in the warm-up) and draws so far.
@@ -197,7 +198,7 @@ class TimedModel:
                     times.append((t2 - t1) * 1e3)
                 if time.perf_counter() - began > WARMUP_CAP_S and len(times) >= 2:
                     break
-            self.pool = kept.Pool(out, self.kept_path)
+            self.pool = kept.Pool(out, self.kept_path, self.shared)
             del out
         steady = submits[2:] or submits
         return {
@@ -390,12 +391,13 @@ def _or(value, default):
     return default if value is None else value
 
 
-def handle(worker, req):
+def handle(worker, req, shared=False):
     """The timing commands, for either worker (`worker` has model, task, device, precision and a
     `timed` slot): `time_setup` (build and warm up, in the request's mode), `time` (a block of
     samples, or of server requests after the gaps it names). At set-up the calling thread, which
     submits every timed call, moves to the CPU kbench set aside for this GPU's timing, the same
-    for both workers (cpus.rs). A worker with a ``beside`` arm times beside it (`TimedModel`)."""
+    for both workers (cpus.rs). A worker with a ``beside`` arm times beside it (`TimedModel`);
+    ``shared``: the arm's kept outputs are for the reference worker to read (the candidate's)."""
     if req.cmd == "time_setup":
         worker.timed = None
         if req.cpu is not None:
@@ -407,7 +409,7 @@ def handle(worker, req):
             worker.timed = ServerModel(worker.model, worker.task, req.seed, worker.device, worker.precision)
             return worker.timed.warm
         beside = getattr(worker, "beside", None)
-        worker.timed = TimedModel(worker.model, worker.task, req.seed, worker.device, worker.precision, req.kept, beside)
+        worker.timed = TimedModel(worker.model, worker.task, req.seed, worker.device, worker.precision, req.kept, beside, shared)
         return worker.timed.warmup(req.cycles_per_us)
     if isinstance(worker.timed, KernelBenchModel):
         return worker.timed.samples(req.n)
