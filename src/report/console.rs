@@ -174,8 +174,8 @@ fn wall_time_lines(summary: &RunSummary) -> String {
     let w = &summary.wall_time;
     format!(
         "time: builds {:.1} s ({} built; {} cache hit(s), {:.1} s), worker start-up {:.1} s \
-         (overlapped), load {:.1} s, correctness {:.1} s, timing {:.1} s, waiting for other \
-         lanes {:.1} s\n\
+         (overlapped), load {:.1} s, correctness {:.1} s, timing {:.1} s (warm-up {:.1} s), \
+         after timing {:.1} s, waiting for other lanes {:.1} s\n\
          verification cost (correctness trials and checks, outside the timed region): {} per \
          evaluation, {:.1} s in all\n",
         w.build_s,
@@ -186,6 +186,8 @@ fn wall_time_lines(summary: &RunSummary) -> String {
         w.load_s,
         w.correctness_s,
         w.timing_s,
+        w.warmup_s,
+        w.after_timing_s,
         w.gpu_wait_s,
         w.correctness_median_s
             .map_or("-".into(), |m| format!("median {m:.2} s")),

@@ -702,6 +702,7 @@ fn phase_plot(area: &DrawingArea<SVGBackend<'_>, Shift>, w: &WallTime) -> Drawn 
         ("load", w.load_s),
         ("correctness", w.correctness_s),
         ("timing", w.timing_s),
+        ("after timing", w.after_timing_s),
     ];
     let most = phases.iter().map(|p| p.1).fold(1.0f64, f64::max) * 1.1;
     let mut chart = ChartBuilder::on(area)

@@ -136,6 +136,8 @@ pub(crate) mod tests {
                 correctness_s: f64::from(number % 100) / 100.0,
                 timing_s: if timed.is_some() { 1.0 } else { 0.0 },
                 gpu_wait_s: 0.25,
+                warmup_s: if timed.is_some() { 0.4 } else { 0.0 },
+                after_timing_s: if timed.is_some() { 0.3 } else { 0.0 },
                 ..Default::default()
             },
             seconds: 2.25,

@@ -98,6 +98,10 @@ pub struct WallTime {
     /// Correctness trials and their checks, outside any timed region: the verification cost.
     pub correctness_s: f64,
     pub timing_s: f64,
+    /// Within `timing_s`: both arms' set-up and warm-up.
+    pub warmup_s: f64,
+    /// After timing: the candidate's state checks and both profiled calls.
+    pub after_timing_s: f64,
     /// Waiting for the GPU while another lane timed or checked (`--lanes`).
     pub gpu_wait_s: f64,
     /// Median verification cost of an evaluation that ran trials.
@@ -385,6 +389,8 @@ fn wall_time(evals: &[Evaluation]) -> WallTime {
         w.load_s += e.phases.load_s;
         w.correctness_s += e.phases.correctness_s;
         w.timing_s += e.phases.timing_s;
+        w.warmup_s += e.phases.warmup_s;
+        w.after_timing_s += e.phases.after_timing_s;
         w.gpu_wait_s += e.phases.gpu_wait_s;
     }
     let verified: Vec<f64> = evals
@@ -592,6 +598,9 @@ mod tests {
         let sum = |f: fn(&Evaluation) -> f64| evals.iter().map(f).sum::<f64>();
         assert!((w.correctness_s - sum(|e| e.phases.correctness_s)).abs() < 1e-12);
         assert!((w.timing_s - sum(|e| e.phases.timing_s)).abs() < 1e-12);
+        assert!((w.warmup_s - sum(|e| e.phases.warmup_s)).abs() < 1e-12);
+        assert!((w.after_timing_s - sum(|e| e.phases.after_timing_s)).abs() < 1e-12);
+        assert!(w.warmup_s > 0.0 && w.after_timing_s > 0.0);
         assert!(w.correctness_median_s.is_some());
         assert_eq!(wall_time(&[]).correctness_median_s, None);
     }
