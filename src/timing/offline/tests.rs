@@ -157,7 +157,7 @@ mod session {
             commands[0].iter().any(|c| c == "check_kept"),
             "{commands:?}"
         );
-        assert!(outcome(&checks, "timing.timed_output_check") == Outcome::Pass);
+        assert_eq!(outcome(&checks, "timing.timed_output_check"), Outcome::Pass);
         assert!(
             spent.warmup_s > 0.0 && spent.output_checks_s > 0.0,
             "{spent:?}"
