@@ -1254,20 +1254,23 @@ def test_unpaired_parameters_are_named_on_each_side():
     assert (missing, extra) == (["bias"], ["pool"])
 
 
+# LINEAR_TASK's parameters kept in another layout, beside a constant of its own.
+RELAID_LINEAR = """
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        fc = nn.Linear(n, n)
+        self.scale = nn.Parameter(torch.ones(1), requires_grad=False)
+        self.b = nn.Parameter(fc.bias.detach().reshape(1, n).clone())
+        self.wt = nn.Parameter(fc.weight.detach().t().contiguous())
+    def forward(self, x):
+        return (x @ self.wt + self.b) * self.scale
+"""
+
+
 def test_the_candidate_perturbs_each_parameter_as_its_partner(tmp_path):
     task = write(tmp_path, "linear.py", LINEAR_TASK)
-    body = """
-    class ModelNew(nn.Module):
-        def __init__(self, n):
-            super().__init__()
-            fc = nn.Linear(n, n)
-            self.scale = nn.Parameter(torch.ones(1), requires_grad=False)
-            self.b = nn.Parameter(fc.bias.detach().reshape(1, n).clone())
-            self.wt = nn.Parameter(fc.weight.detach().t().contiguous())
-        def forward(self, x):
-            return (x @ self.wt + self.b) * self.scale
-    """
-    candidate = make_candidate(tmp_path, body, task=task, scale=None)
+    candidate = make_candidate(tmp_path, RELAID_LINEAR, task=task, scale=None)
     reference = Reference(Load(device="cpu", precision="fp32", atol=1e-2, rtol=1e-2, task=str(task), set={}))
     shapes = harness.perturb(reference.model, 5)
     reply = candidate.perturb(5)
@@ -1287,28 +1290,18 @@ def test_the_candidate_pairs_with_the_parameters_the_reference_worker_wrote(tmp_
     from kbench_worker.reference import Session as ReferenceSession
 
     task = write(tmp_path, "linear.py", LINEAR_TASK)
-    body = """
-    class ModelNew(nn.Module):
-        def __init__(self, n):
-            super().__init__()
-            fc = nn.Linear(n, n)
-            self.b = nn.Parameter(fc.bias.detach().clone())
-            self.wt = nn.Parameter(fc.weight.detach().t().contiguous())
-        def forward(self, x):
-            return x @ self.wt + self.b
-    """
     reference = ReferenceSession(channel=types.SimpleNamespace(startup_s=0.0))
     reference.load(Load(device="cpu", precision="fp32", atol=1e-2, rtol=1e-2, task=str(task), set={}))
     params = tmp_path / "params.pt"
     shapes = reference.perturb(Perturb(seed=5, params=str(params)))["shapes"]
-    built, from_file, unread = (make_candidate(tmp_path, body, task=task, scale=None) for _ in range(3))
+    built, from_file, unread = (make_candidate(tmp_path, RELAID_LINEAR, task=task, scale=None) for _ in range(3))
     builds = []
     build = harness.build
     monkeypatch.setattr(harness, "build", lambda *args: builds.append(args[0].__name__) or build(*args))
     replies = [built.perturb(5), from_file.perturb(5, str(params))]
     assert builds == ["Model"], "one build, for the candidate without the file"
     assert replies[0] == replies[1] and replies[1]["shapes"] == shapes
-    assert replies[1]["paired"] == ["b [8] = fc.bias [8]", "wt [8, 8] = fc.weight [8, 8] permuted [1, 0]"]
+    assert replies[1]["paired"] == ["b [1, 8] = fc.bias [8]", "wt [8, 8] = fc.weight [8, 8] permuted [1, 0]"]
     for (_, a), (_, b) in zip(harness.floating(built.model), harness.floating(from_file.model)):
         assert torch.equal(a, b)
     x = torch.randn(4, 8)
