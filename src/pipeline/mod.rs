@@ -50,7 +50,7 @@ pub use annotate::Annotations;
 use evidence::Judged;
 use load::Pair;
 use reuse::{KeptSlots, Left};
-use stage::{Handover, Spent};
+use stage::{Handover, TrialTimes};
 
 /// Runs compile and evaluation steps; the scheduler is generic over it so it can be tested
 /// with a scripted fake.
@@ -370,7 +370,7 @@ impl<S: Spawner> Python<'_, S> {
             candidate: &mut pair.candidate,
             transport: &mut transport,
             exchange: &pair.exchange,
-            spent: Spent::default(),
+            spent: TrialTimes::default(),
         };
         let verified = self.verify(task, &mut handover, hold, eval, constants);
         eval.phases.trials_candidate_s = handover.spent.candidate_s;

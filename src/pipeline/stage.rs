@@ -196,12 +196,12 @@ pub(super) struct Handover<'h, W> {
     pub transport: &'h mut &'static str,
     pub exchange: &'h Exchange,
     /// Seconds the candidate's requests and the reference's checks of them took so far.
-    pub spent: Spent,
+    pub spent: TrialTimes,
 }
 
 /// The correctness trials' time by worker (`Phases::trials_candidate_s`, `trials_reference_s`).
 #[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Spent {
+pub(super) struct TrialTimes {
     pub candidate_s: f64,
     pub reference_s: f64,
 }

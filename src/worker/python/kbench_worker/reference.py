@@ -164,7 +164,7 @@ class Reference:
         self.compiled = None
         # The reference's outputs kept across the task's candidates (`memo`), and the parameters
         # they were computed with: the seeds of the perturbations so far (`Session.perturb`).
-        self.memo = kept_outputs or memo.Memo()
+        self.memo = kept_outputs if kept_outputs is not None else memo.Memo()
         self.params = ()
 
     def _key(self, what, req):
