@@ -5,6 +5,7 @@ import time
 import types
 import weakref
 
+import pytest
 import torch
 
 from kbench_worker import harness, kept, timing, transfer
@@ -264,6 +265,38 @@ def test_the_warm_up_blocker_follows_the_previous_call_not_the_cold_first(monkey
     assert blockers[0] == 0
     assert blockers[1] == timing.WARMUP_BLOCKER_MAX_US * 1000
     assert all(abs(b - 3_000 * 1000) <= 1 for b in blockers[2:])
+
+
+@pytest.mark.parametrize(
+    "times, done",
+    [
+        ([1.0] * 9, False),  # too few calls
+        ([50.0] + [1.0] * 9, True),  # steady after the cold first call, far under 100 ms
+        ([9.0, 8.0, 7.0, 6.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0], False),  # still getting faster
+        ([9.0, 8.0, 7.0, 6.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0], True),  # then settled
+        ([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.1, 1.1, 1.1, 1.1], False),  # slower by 10 %
+        ([30.0, 5.0, 20.0, 5.0, 20.0, 5.0, 20.0, 5.0, 20.0, 9.0], True),  # unsteady, 100 ms spent
+    ],
+)
+def test_the_warm_up_stops_once_the_calls_are_steady_or_100_ms_are_spent(times, done):
+    assert timing.warmed(times) is done
+
+
+def test_the_warm_up_goes_on_while_the_forward_gets_faster(monkeypatch):
+    # Call k takes max(5, 12 - k) ms of host time (a CPU arm's clock): faster until call 7.
+    clock = [0.0]
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
+
+    class Settling(Recorder):
+        def forward(self, x, labels):
+            clock[0] += max(5, 12 - len(self.seen)) / 1e3
+            return super().forward(x, labels)
+
+    model = Settling()
+    warm = timing.TimedModel(model, Task, seed_base=11, device="cpu", precision="fp32").warmup(cycles_per_us=1000)
+    # Steady once the four calls before the last four are mostly 5 ms too: at call 14 (calls
+    # 6-9 against 10-13), with 98 ms spent, before the 100 ms would have stopped it.
+    assert warm["calls"] == 14 and len(model.seen) == 14
 
 
 def test_handle_dispatches_both_modes():

@@ -48,13 +48,30 @@ MASK53 = (1 << 53) - 1
 INPUT_SETS = 4
 # The extra input sets may take this share of the GPU's memory: the other worker times on it too.
 EXTRA_SETS_SHARE = 0.1
-# Warm-up until at least this many calls and this much device time, capped (step 10).
+# Warm-up (step 10): at least WARMUP_CALLS calls, then on until the calls are steady (the median
+# of the last WARMUP_WINDOW within WARMUP_STEADY of the median of the WARMUP_WINDOW before them) or
+# WARMUP_MS of device time is spent; capped at WARMUP_CAP_S.
 WARMUP_CALLS = 10
+WARMUP_WINDOW = 4
+WARMUP_STEADY = 0.02
 WARMUP_MS = 100.0
 WARMUP_CAP_S = 2.0
 # The warm-up's blocker, in µs: three times the previous call's submission, within these bounds.
 WARMUP_BLOCKER_MIN_US = 50.0
 WARMUP_BLOCKER_MAX_US = 100_000.0
+
+
+def warmed(times):
+    """Whether a warm-up with these call times (ms) may stop: enough calls, and either steady
+    (a forward that has stopped getting faster: caches, clocks and lazy set-up settled) or
+    WARMUP_MS of device time spent, however they vary."""
+    if len(times) < WARMUP_CALLS:
+        return False
+    if sum(times) >= WARMUP_MS:
+        return True
+    last = statistics.median(times[-WARMUP_WINDOW:])
+    before = statistics.median(times[-2 * WARMUP_WINDOW : -WARMUP_WINDOW])
+    return abs(last - before) <= WARMUP_STEADY * before
 
 
 def derive_seed(base, stream):
@@ -166,7 +183,8 @@ class TimedModel:
         return k, inputs, [(j, sets, seed) for j, sets, _, seed in rest]
 
     def warmup(self, cycles_per_us):
-        """Calls until the arm is warm (>= 10 calls and >= 100 ms of device time, at most 2 s);
+        """Calls until the arm is warm (`warmed`: >= 10 calls, then steady or 100 ms of device
+        time, at most 2 s);
         returns the median call time, the host's submission time (90th percentile), which
         sizes the blocker, and the pool the timed calls' outputs go to, shaped after the last
         warm-up call's output. After the first call each call is staged behind a blocker of three
@@ -176,7 +194,7 @@ class TimedModel:
         times, submits = [], []
         began = time.perf_counter()
         with torch.no_grad():
-            while len(times) < WARMUP_CALLS or sum(times) < WARMUP_MS:
+            while not warmed(times):
                 out = None  # the previous call's output goes before the next draw (`samples`)
                 blocker_us = min(max(WARMUP_BLOCKER_MIN_US, 3e3 * submits[-1]), WARMUP_BLOCKER_MAX_US) if submits else 0.0
                 self._sync()
