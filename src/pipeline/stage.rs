@@ -48,7 +48,7 @@ impl Exchange {
     }
 
     /// The file `name` in the folder: where kbench finds it, and where the workers do.
-    pub(super) fn file(&self, name: &str) -> (PathBuf, PathBuf) {
+    fn file(&self, name: &str) -> (PathBuf, PathBuf) {
         (self.dir.path().join(name), self.seen.join(name))
     }
 }

@@ -325,36 +325,6 @@ mod scripted {
         );
     }
 
-    /// The reference worker writes its parameters as built into the exchange; the candidate
-    /// reads that file (no second build of the task's model), and it is gone before the trial
-    /// that follows.
-    #[test]
-    fn the_candidate_pairs_with_the_file_the_reference_wrote_which_then_goes() {
-        fn writes(request: &Request) -> Answer {
-            if let Request::Perturb(p) = request {
-                std::fs::write(p.params.as_ref().expect("a file named"), "as built").unwrap();
-            }
-            reference(request)
-        }
-        fn reads(request: &Request) -> Answer {
-            match request {
-                Request::Perturb(p) => {
-                    let read = std::fs::read_to_string(p.params.as_ref().expect("a file named"));
-                    assert_eq!(read.ok().as_deref(), Some("as built"));
-                }
-                Request::Trial(t) => {
-                    let left = t.out.parent().unwrap().join("params.pt");
-                    assert!(!left.exists(), "{} left for a trial", left.display());
-                }
-                _ => {}
-            }
-            candidate(request)
-        }
-        let eval = evaluate(writes, reads);
-        assert_eq!((eval.verdict, eval.reason.as_str()), (Verdict::Pass, ""));
-        assert_eq!(check(&eval, "params.perturbation").outcome, Outcome::Pass);
-    }
-
     #[test]
     fn a_task_without_parameters_skips_the_perturbation() {
         fn parameterless(request: &Request) -> Answer {

@@ -19,7 +19,7 @@ use crate::worker::{Link, Reply};
 
 use super::kernelbench;
 use super::load::slot_compiled;
-use super::replies::{Perturbed, Shipped};
+use super::replies::Shipped;
 use super::stage::{ask, Handover};
 use super::{derive_seed, Python, Spawner, PERTURB_STREAM};
 
@@ -220,11 +220,9 @@ impl<S: Spawner> Python<'_, S> {
     }
 
     /// `params.perturbation`: new parameter values, the same in both workers (a trial follows).
-    /// The reference worker writes the task's model's parameters as built into the exchange
-    /// and perturbs them; the candidate reads them (no second CPU initialisation of the task's
-    /// model), pairs ModelNew's parameters with them by what they are, not by registration
-    /// order, and gives each the values its partner got (`candidate.Candidate.perturb`). A
-    /// parameter of the task's with no
+    /// The reference worker perturbs the task's model; the candidate pairs ModelNew's parameters
+    /// with the task's by what they are, not by registration order, and gives each the values
+    /// its partner got (`candidate.Candidate.perturb`). A parameter of the task's with no
     /// partner fails; one of ModelNew's with none is left unperturbed and named. Returns what
     /// the trial checks, or None where the task has no parameters (the check skipped).
     fn perturb_params(
@@ -234,15 +232,18 @@ impl<S: Spawner> Python<'_, S> {
     ) -> Result<Option<String>, Failed> {
         const NAME: &str = "params.perturbation";
         let cfg = self.config;
-        let (file, seen) = handover.exchange.file("params.pt");
         let perturb = Perturb {
             seed: derive_seed(cfg.seed, PERTURB_STREAM),
-            params: Some(seen),
         };
-        let perturbed = Self::perturb_both(handover, perturb, cfg.timeouts.call);
-        // The reference's parameters as built, written for the candidate: read by now.
-        let _ = std::fs::remove_file(&file);
-        let Some((ours, theirs)) = perturbed? else {
+        let ours = match handover
+            .reference
+            .request(perturb.clone(), cfg.timeouts.call)
+        {
+            Ok(Reply::Ok(v)) => v,
+            Ok(Reply::Err(e)) => return Err(Cause::ReferenceError(ReferenceStep::Perturb, e)),
+            Err(f) => return Err(Cause::ReferenceDied(f)),
+        };
+        if ours.shapes.as_ref().is_none_or(Vec::is_empty) {
             merge_check(
                 &mut eval.checks,
                 Check {
@@ -254,7 +255,8 @@ impl<S: Spawner> Python<'_, S> {
                 },
             );
             return Ok(None);
-        };
+        }
+        let theirs = ask(handover.candidate, perturb, cfg.timeouts.call)?;
         if !theirs.missing.is_empty() {
             return Err(Cause::Contract(format!(
                 "{NAME}: ModelNew has no parameter that is the task's {} (by name, values or shape), so a change of it cannot reach the module",
@@ -277,25 +279,6 @@ impl<S: Spawner> Python<'_, S> {
             );
         }
         Ok(Some(what))
-    }
-
-    /// `perturb` to the reference worker, then, where the task has floating parameters, to the
-    /// candidate's: both replies, or None without parameters.
-    fn perturb_both(
-        handover: &mut Handover<'_, S::Worker>,
-        perturb: Perturb,
-        deadline: Duration,
-    ) -> Result<Option<(Perturbed, Perturbed)>, Failed> {
-        let ours: Perturbed = match handover.reference.request(perturb.clone(), deadline) {
-            Ok(Reply::Ok(v)) => v,
-            Ok(Reply::Err(e)) => return Err(Cause::ReferenceError(ReferenceStep::Perturb, e)),
-            Err(f) => return Err(Cause::ReferenceDied(f)),
-        };
-        if ours.shapes.as_ref().is_none_or(Vec::is_empty) {
-            return Ok(None);
-        }
-        let theirs = ask(handover.candidate, perturb, deadline)?;
-        Ok(Some((ours, theirs)))
     }
 
     /// One trial on perturbed inputs or parameters, recorded as the check `check`. A reference

@@ -299,11 +299,6 @@ pub struct CheckOutputs {
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Perturb {
     pub seed: u64,
-    /// A file in the exchange: the reference worker writes its parameters there as built,
-    /// before perturbing them; the candidate worker reads them to pair its own with, instead of
-    /// building the task's model a second time.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub params: Option<PathBuf>,
 }
 
 /// How a timing session samples (`--mode`).

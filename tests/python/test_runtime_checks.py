@@ -11,7 +11,6 @@ import sys
 import textwrap
 import threading
 import time
-import types
 import warnings
 from pathlib import Path
 
@@ -1254,23 +1253,20 @@ def test_unpaired_parameters_are_named_on_each_side():
     assert (missing, extra) == (["bias"], ["pool"])
 
 
-# LINEAR_TASK's parameters kept in another layout, beside a constant of its own.
-RELAID_LINEAR = """
-class ModelNew(nn.Module):
-    def __init__(self, n):
-        super().__init__()
-        fc = nn.Linear(n, n)
-        self.scale = nn.Parameter(torch.ones(1), requires_grad=False)
-        self.b = nn.Parameter(fc.bias.detach().reshape(1, n).clone())
-        self.wt = nn.Parameter(fc.weight.detach().t().contiguous())
-    def forward(self, x):
-        return (x @ self.wt + self.b) * self.scale
-"""
-
-
 def test_the_candidate_perturbs_each_parameter_as_its_partner(tmp_path):
     task = write(tmp_path, "linear.py", LINEAR_TASK)
-    candidate = make_candidate(tmp_path, RELAID_LINEAR, task=task, scale=None)
+    body = """
+    class ModelNew(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            fc = nn.Linear(n, n)
+            self.scale = nn.Parameter(torch.ones(1), requires_grad=False)
+            self.b = nn.Parameter(fc.bias.detach().reshape(1, n).clone())
+            self.wt = nn.Parameter(fc.weight.detach().t().contiguous())
+        def forward(self, x):
+            return (x @ self.wt + self.b) * self.scale
+    """
+    candidate = make_candidate(tmp_path, body, task=task, scale=None)
     reference = Reference(Load(device="cpu", precision="fp32", atol=1e-2, rtol=1e-2, task=str(task), set={}))
     shapes = harness.perturb(reference.model, 5)
     reply = candidate.perturb(5)
@@ -1281,36 +1277,6 @@ def test_the_candidate_perturbs_each_parameter_as_its_partner(tmp_path):
         # The same values in another layout: the same outputs, up to the summation order.
         assert torch.allclose(candidate.model(x), reference.model(x), atol=1e-6)
     assert candidate.model.scale.item() == 1.0
-
-
-def test_the_candidate_pairs_with_the_parameters_the_reference_worker_wrote(tmp_path, monkeypatch):
-    # The reference worker writes its parameters as built, then perturbs them; the candidate
-    # pairs with what it wrote instead of initialising the task's model again (seconds on the
-    # CPU for large layers), and ends with the values building it would have given.
-    from kbench_worker.reference import Session as ReferenceSession
-
-    task = write(tmp_path, "linear.py", LINEAR_TASK)
-    reference = ReferenceSession(channel=types.SimpleNamespace(startup_s=0.0))
-    reference.load(Load(device="cpu", precision="fp32", atol=1e-2, rtol=1e-2, task=str(task), set={}))
-    params = tmp_path / "params.pt"
-    shapes = reference.perturb(Perturb(seed=5, params=str(params)))["shapes"]
-    built, from_file, unread = (make_candidate(tmp_path, RELAID_LINEAR, task=task, scale=None) for _ in range(3))
-    builds = []
-    build = harness.build
-    monkeypatch.setattr(harness, "build", lambda *args: builds.append(args[0].__name__) or build(*args))
-    replies = [built.perturb(5), from_file.perturb(5, str(params))]
-    assert builds == ["Model"], "one build, for the candidate without the file"
-    assert replies[0] == replies[1] and replies[1]["shapes"] == shapes
-    assert replies[1]["paired"] == ["b [1, 8] = fc.bias [8]", "wt [8, 8] = fc.weight [8, 8] permuted [1, 0]"]
-    for (_, a), (_, b) in zip(harness.floating(built.model), harness.floating(from_file.model)):
-        assert torch.equal(a, b)
-    x = torch.randn(4, 8)
-    with torch.no_grad():
-        assert torch.allclose(from_file.model(x), reference.reference.model(x), atol=1e-6)
-    # A file it cannot read: built here, as before.
-    params.write_bytes(b"not a tensor file")
-    assert unread.perturb(5, str(params)) == replies[0]
-    assert builds == ["Model", "Model"]
 
 
 BATCHNORM_TASK = """

@@ -124,21 +124,21 @@ class Candidate:
         log.run("outputs.independence", _unless_oom, self.independence, req, first, log)
         log.run("determinism.rerun", _unless_oom, self.rerun, req, first, log)
 
-    def perturb(self, seed, params=None):
+    def perturb(self, seed):
         """`params.perturbation`: ModelNew's parameters get the values the reference worker's
-        get. Paired here, where both lists can be seen: this worker takes the task's Model's
-        parameters as built (`reference_parameters`), pairs ModelNew's with them by what they
-        are (`harness.pair`), perturbs them with the same seed, and copies each one's new values
-        into its partner (transposed and reshaped alike); the copies are then dropped. A
-        parameter of ModelNew's without a partner (a constant the reference computes inline) is
-        left as it is; one of the reference's without a partner is named for kbench to fail. The
-        pairing runs in the untrusted worker, but the trial that follows is compared with the
-        reference worker's own perturbed model: a false pairing only fails."""
-        reference = self.reference_parameters(params)
+        get. Paired here, where both lists can be seen: this worker builds the task's Model as
+        the reference worker does (same initialisation), pairs ModelNew's parameters with it by
+        what they are (`harness.pair`), perturbs it with the same seed, and copies each
+        parameter's new values into its partner (transposed and reshaped alike); the copy is
+        then dropped. A parameter of ModelNew's without a partner (a constant the reference
+        computes inline) is left as it is; one of the reference's without a partner is named for
+        kbench to fail. The pairing runs in the untrusted worker, but the trial that follows is
+        compared with the reference worker's own perturbed model: a false pairing only fails."""
+        reference = harness.build(self.task.Model, self.init, self.device, self.precision)
         ours = dict(harness.floating(self.model))
-        pairs, missing, extra = harness.pair(reference, list(ours.items()))
-        shapes = harness.perturb_tensors([p for _, p in reference], seed)
-        theirs = dict(reference)
+        pairs, missing, extra = harness.pair(harness.floating(reference), list(ours.items()))
+        shapes = harness.perturb(reference, seed)
+        theirs = dict(harness.floating(reference))
         named = lambda name, p: f"{name} {list(p.shape)}"  # noqa: E731
         paired = []  # the pairs not by the same name and shape, for the evidence
         with torch.no_grad():
@@ -151,17 +151,6 @@ class Candidate:
         del reference, theirs
         harness.release_memory(self.device)
         return reply
-
-    def reference_parameters(self, path):
-        """The task's Model's floating parameters as built: read from the file the reference
-        worker wrote (``path``: its own model's values, without initialising another copy on
-        the CPU, seconds on large layers), else built here as the reference worker builds it."""
-        if path is not None:
-            try:
-                return harness.load_floating(path, self.device)
-            except Exception:  # noqa: BLE001 - a file this worker cannot read: build instead
-                pass
-        return harness.floating(harness.build(self.task.Model, self.init, self.device, self.precision))
 
     def profile(self, req):
         """`profile.library_share`, asked for after timing: profiling leaves state in the
@@ -321,7 +310,7 @@ class Session:
 
     def perturb(self, req: Perturb) -> Perturbed:
         self.candidate.perturbed = req.seed
-        return self.candidate.perturb(req.seed, req.params)
+        return self.candidate.perturb(req.seed)
 
     def time(self, req: TimeSetup | Time) -> Warmed | Timed:
         # Nothing beyond the reference's work: `timing.wall_envelope` compares both workers'

@@ -135,14 +135,11 @@ def perturb(model, seed):
     A kernel that relies on default initialisation (LayerNorm's weight 1 and bias 0, a zero bias)
     stops matching. Returns the parameter shapes in order, so kbench can check both workers
     perturbed the same list."""
-    return perturb_tensors([p for _, p in floating(model)], seed)
-
-
-def perturb_tensors(tensors, seed):
-    """`perturb` on a model's floating parameters, given in registration order."""
     shapes = []
     with torch.no_grad():
-        for p in tensors:
+        for p in model.parameters():
+            if not p.is_floating_point():
+                continue
             shapes.append(list(p.shape))
             g = torch.Generator(device=p.device).manual_seed(seed + len(shapes))
             scale = p.abs().mean().item() if p.numel() else 0.0
@@ -155,16 +152,6 @@ def perturb_tensors(tensors, seed):
 def floating(model):
     """The model's floating parameters by name, in registration order (what `perturb` changes)."""
     return [(name, p) for name, p in model.named_parameters() if p.is_floating_point()]
-
-
-def save_floating(model, path):
-    """The model's floating parameters as a tensors-only file, by name in registration order."""
-    torch.save({name: p.detach().cpu() for name, p in floating(model)}, path)
-
-
-def load_floating(path, device):
-    """What `save_floating` wrote, on ``device``, as `floating` lists it."""
-    return list(torch.load(path, map_location=device, weights_only=True, mmap=True).items())
 
 
 def pair(reference, candidate):

@@ -166,13 +166,10 @@ class CheckOutputs:
 
 @dataclass(frozen=True)
 class Perturb:
-    """New parameter values from a seed. ``params``: a file in the exchange where the reference
-    worker writes its parameters as built, before perturbing them, and the candidate worker
-    reads them to pair its own with."""
+    """New parameter values from a seed."""
 
     cmd: ClassVar[str] = "perturb"
     seed: int
-    params: Optional[str] = None
 
 
 @dataclass(frozen=True)

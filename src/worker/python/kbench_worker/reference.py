@@ -463,13 +463,6 @@ class Session:
         return self.reference.check_kept(req)
 
     def perturb(self, req: Perturb) -> Perturbed:
-        if req.params is not None:
-            # The values as built, for the candidate worker's pairing (`Candidate.perturb`);
-            # where they cannot be written (no room on the exchange), it builds them itself.
-            try:
-                harness.save_floating(self.reference.model, req.params)
-            except (OSError, RuntimeError):
-                pass
         shapes = harness.perturb(self.reference.model, req.seed)
         self.reference.params += (req.seed,)
         return {"shapes": shapes}
