@@ -9,7 +9,8 @@ use crate::reference_ops::Launches;
 pub use crate::timing::Checked;
 use crate::verdict::BuildFailure;
 use crate::worker::request::{
-    CheckOutputs, Command, Compile, KernelbenchTrial, Load, Perturb, Profile, State, Trial, Warm,
+    BuiltParam, CheckOutputs, Command, Compile, KernelbenchTrial, Load, Perturb, Profile, State,
+    Trial, Warm,
 };
 
 /// What the compile pool built: whether ModelNew exists, its kernels, how far warming it got.
@@ -98,13 +99,15 @@ impl Command for KernelbenchTrial {
     type Reply = Judged;
 }
 
-/// The shapes of the task's parameters perturbed, in order; from the candidate also how its
-/// parameters were paired with the task's (`harness.pair`), each as `name [shape]`.
+/// The shapes of the task's parameters perturbed, in order; from the reference on a GPU also
+/// the parameters as built, and from the candidate how its parameters were paired with the
+/// task's (`harness.pair`), each as `name [shape]`.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Perturbed {
     pub shapes: Option<Vec<Value>>,
+    pub built: Option<Vec<BuiltParam>>,
     /// Pairs other than by the same name and shape: `ours = theirs`, and how permuted.
     pub paired: Vec<String>,
     /// The task's parameters ModelNew has no counterpart for.

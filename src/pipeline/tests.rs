@@ -325,6 +325,40 @@ mod scripted {
         );
     }
 
+    /// The reference says its parameters as built; the candidate is asked with them (and the
+    /// reference without).
+    #[test]
+    fn the_candidate_perturbs_with_the_parameters_the_reference_built() {
+        fn says(request: &Request) -> Answer {
+            match request {
+                Request::Perturb(p) => {
+                    assert!(p.built.is_none(), "the reference is told the parameters");
+                    fake::ok(json!({"shapes": [[8, 8]], "built": [
+                        {"name": "fc.weight", "shape": [8, 8], "dtype": "torch.float32", "digest": "00ff"},
+                    ]}))
+                }
+                other => reference(other),
+            }
+        }
+        fn told(request: &Request) -> Answer {
+            if let Request::Perturb(p) = request {
+                let built = p
+                    .built
+                    .as_deref()
+                    .expect("the reference's parameters as built");
+                let said: Vec<_> = built
+                    .iter()
+                    .map(|b| (b.name.as_str(), b.shape.clone(), b.digest.as_str()))
+                    .collect();
+                assert_eq!(said, [("fc.weight", vec![8, 8], "00ff")]);
+            }
+            candidate(request)
+        }
+        let eval = evaluate(says, told);
+        assert_eq!((eval.verdict, eval.reason.as_str()), (Verdict::Pass, ""));
+        assert_eq!(check(&eval, "params.perturbation").outcome, Outcome::Pass);
+    }
+
     #[test]
     fn a_task_without_parameters_skips_the_perturbation() {
         fn parameterless(request: &Request) -> Answer {

@@ -220,9 +220,11 @@ impl<S: Spawner> Python<'_, S> {
     }
 
     /// `params.perturbation`: new parameter values, the same in both workers (a trial follows).
-    /// The reference worker perturbs the task's model; the candidate pairs ModelNew's parameters
-    /// with the task's by what they are, not by registration order, and gives each the values
-    /// its partner got (`candidate.Candidate.perturb`). A parameter of the task's with no
+    /// The reference worker perturbs the task's model, and on a GPU says its parameters as
+    /// built; the candidate pairs ModelNew's parameters with the task's by what they are, not by
+    /// registration order, and gives each the values its partner got
+    /// (`candidate.Candidate.perturb`: in place where they are the task's as built, with no
+    /// second build of the task's model). A parameter of the task's with no
     /// partner fails; one of ModelNew's with none is left unperturbed and named. Returns what
     /// the trial checks, or None where the task has no parameters (the check skipped).
     fn perturb_params(
@@ -232,13 +234,9 @@ impl<S: Spawner> Python<'_, S> {
     ) -> Result<Option<String>, Failed> {
         const NAME: &str = "params.perturbation";
         let cfg = self.config;
-        let perturb = Perturb {
-            seed: derive_seed(cfg.seed, PERTURB_STREAM),
-        };
-        let ours = match handover
-            .reference
-            .request(perturb.clone(), cfg.timeouts.call)
-        {
+        let seed = derive_seed(cfg.seed, PERTURB_STREAM);
+        let perturb = Perturb { seed, built: None };
+        let ours = match handover.reference.request(perturb, cfg.timeouts.call) {
             Ok(Reply::Ok(v)) => v,
             Ok(Reply::Err(e)) => return Err(Cause::ReferenceError(ReferenceStep::Perturb, e)),
             Err(f) => return Err(Cause::ReferenceDied(f)),
@@ -256,6 +254,10 @@ impl<S: Spawner> Python<'_, S> {
             );
             return Ok(None);
         }
+        let perturb = Perturb {
+            seed,
+            built: ours.built.clone(),
+        };
         let theirs = ask(handover.candidate, perturb, cfg.timeouts.call)?;
         if !theirs.missing.is_empty() {
             return Err(Cause::Contract(format!(

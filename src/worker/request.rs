@@ -299,6 +299,21 @@ pub struct CheckOutputs {
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Perturb {
     pub seed: u64,
+    /// To the candidate worker: the task's parameters as the reference worker built them, to
+    /// match ModelNew's own against (the reference's reply says them, on a GPU).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub built: Option<Vec<BuiltParam>>,
+}
+
+/// One of the task's parameters as the reference worker built it (`harness.built`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct BuiltParam {
+    pub name: String,
+    pub shape: Vec<u64>,
+    pub dtype: String,
+    /// `harness.digest` of its values.
+    pub digest: String,
 }
 
 /// How a timing session samples (`--mode`).

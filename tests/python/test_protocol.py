@@ -37,9 +37,10 @@ ROLES = {
 }
 # Fields kbench sends that a role does not read: the candidate's `load` (its submission, build
 # environment, and whether it runs KernelBench's eval) reaches the reference as the same request
-# without them, and the reference's (whether it keeps its outputs for the task's other
-# candidates) the candidate.
-SHARED = {reference: {"env", "submission", "kernelbench"}, candidate: {"memo"}}
+# without them, as does the candidate's `perturb` (the task's parameters as built); and the
+# reference's `load` (whether it keeps its outputs for the task's other candidates) the
+# candidate.
+SHARED = {reference: {"env", "submission", "kernelbench", "built"}, candidate: {"memo"}}
 # A handler's read of its request: `req.x` (`req.cmd` is the class's, not a field).
 READS = re.compile(r"\breq\.(\w+)")
 # A reply field a worker writes: a dict key `"x": ...`, or `reply["x"] = ...`.

@@ -1279,6 +1279,80 @@ def test_the_candidate_perturbs_each_parameter_as_its_partner(tmp_path):
     assert candidate.model.scale.item() == 1.0
 
 
+def test_a_digest_tells_equal_values_from_others(monkeypatch):
+    w = torch.randn(6, 6)
+    assert harness.digest(w) == harness.digest(w.clone())
+    # The same values elsewhere: transposed, two swapped, another dtype's bits.
+    swapped = w.clone().reshape(-1)
+    swapped[[0, 1]] = swapped[[1, 0]]
+    others = [w.t(), swapped.reshape(6, 6), w.half(), w.double()]
+    assert len({harness.digest(w), *map(harness.digest, others)}) == 5
+    # Integer sums: the same digest whatever the chunks.
+    whole = harness.digest(w)
+    monkeypatch.setattr(harness, "DIGEST_CHUNK", 7)
+    assert harness.digest(w) == whole and harness.digest(torch.tensor(2.0)) != harness.digest(torch.tensor(3.0))
+
+
+def _built_and_ours():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
+    built = harness.built(model)
+    ours = {name: p.detach().clone() for name, p in harness.floating(model)}
+    return built, ours
+
+
+@pytest.mark.parametrize(
+    "change, own",
+    [
+        (lambda built, ours: None, True),
+        (lambda built, ours: built.clear(), False),  # the reference said nothing (the CPU)
+        (lambda built, ours: ours.pop("0.bias"), False),  # not by name
+        (lambda built, ours: ours.update({"0.bias": ours["0.bias"].reshape(1, 4)}), False),
+        (lambda built, ours: ours.update({"0.bias": ours["0.bias"].double()}), False),
+        (lambda built, ours: ours["0.weight"].add_(1e-3), False),  # other values
+        # ModelNew's two weights of ones in one storage: perturbing both would do it twice.
+        (lambda built, ours: ours.update({"1.bias": ours["1.weight"]}) or built[3].update(digest=built[2]["digest"]), False),
+    ],
+)
+def test_the_candidate_perturbs_its_own_parameters_only_where_they_are_the_tasks_as_built(change, own):
+    built, ours = _built_and_ours()
+    change(built, ours)
+    found = Candidate.own_parameters(built, ours)
+    assert (found is not None) is own
+    if own:
+        assert [id(p) for p in found] == [id(ours[b["name"]]) for b in built]
+
+
+def test_a_candidate_with_the_tasks_parameters_perturbs_them_without_building_the_task(tmp_path, monkeypatch):
+    task = write(tmp_path, "linear.py", LINEAR_TASK)
+    body = """
+    class ModelNew(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.fc = nn.Linear(n, n)
+            self.scale = nn.Parameter(torch.ones(1), requires_grad=False)
+        def forward(self, x):
+            return self.fc(x) * self.scale
+    """
+    candidate = make_candidate(tmp_path, body, task=task, scale=None)
+    reference = Reference(Load(device="cpu", precision="fp32", atol=1e-2, rtol=1e-2, task=str(task), set={}))
+    built = harness.built(reference.model)
+    shapes = harness.perturb(reference.model, 5)
+    monkeypatch.setattr(harness, "build", lambda *a: pytest.fail("the task's model built again"))
+    reply = candidate.perturb(5, built)
+    assert reply == {"shapes": shapes, "paired": [], "missing": [], "extra": ["scale [1]"]}
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        assert torch.equal(candidate.model(x), reference.model(x))
+    # Another candidate whose weight is not the task's as built: the task's model is built.
+    other = make_candidate(tmp_path, body, task=task, scale=None)
+    with torch.no_grad():
+        other.model.fc.weight.mul_(2)
+    monkeypatch.undo()
+    assert other.perturb(5, built)["shapes"] == shapes
+    with torch.no_grad():
+        assert torch.equal(other.model(x), reference.model(x))
+
+
 BATCHNORM_TASK = """
 import torch
 import torch.nn as nn

@@ -124,9 +124,11 @@ class Candidate:
         log.run("outputs.independence", _unless_oom, self.independence, req, first, log)
         log.run("determinism.rerun", _unless_oom, self.rerun, req, first, log)
 
-    def perturb(self, seed):
+    def perturb(self, seed, built=None):
         """`params.perturbation`: ModelNew's parameters get the values the reference worker's
-        get. Paired here, where both lists can be seen: this worker builds the task's Model as
+        get. Paired here, where both lists can be seen. Where ModelNew's parameters are the
+        task's as the reference worker built them (``built``, `own_parameters`), they are
+        perturbed in place, as the reference's are. Else this worker builds the task's Model as
         the reference worker does (same initialisation), pairs ModelNew's parameters with it by
         what they are (`harness.pair`), perturbs it with the same seed, and copies each
         parameter's new values into its partner (transposed and reshaped alike); the copy is
@@ -134,12 +136,17 @@ class Candidate:
         computes inline) is left as it is; one of the reference's without a partner is named for
         kbench to fail. The pairing runs in the untrusted worker, but the trial that follows is
         compared with the reference worker's own perturbed model: a false pairing only fails."""
-        reference = harness.build(self.task.Model, self.init, self.device, self.precision)
         ours = dict(harness.floating(self.model))
+        named = lambda name, p: f"{name} {list(p.shape)}"  # noqa: E731
+        own = self.own_parameters(built, ours)
+        if own is not None:
+            shapes = harness.perturb_tensors(own, seed)
+            taken = {b["name"] for b in built}
+            return {"shapes": shapes, "paired": [], "missing": [], "extra": [named(c, p) for c, p in ours.items() if c not in taken]}
+        reference = harness.build(self.task.Model, self.init, self.device, self.precision)
         pairs, missing, extra = harness.pair(harness.floating(reference), list(ours.items()))
         shapes = harness.perturb(reference, seed)
         theirs = dict(harness.floating(reference))
-        named = lambda name, p: f"{name} {list(p.shape)}"  # noqa: E731
         paired = []  # the pairs not by the same name and shape, for the evidence
         with torch.no_grad():
             for c, r, dims in pairs:
@@ -151,6 +158,23 @@ class Candidate:
         del reference, theirs
         harness.release_memory(self.device)
         return reply
+
+    @staticmethod
+    def own_parameters(built, ours):
+        """ModelNew's parameters (``ours``, by name) in the order of the task's, where each of
+        the task's as the reference worker built them (``built``: name, shape, dtype, digest)
+        is one of ModelNew's by name with the same values (`harness.digest`), no two of them
+        sharing memory (a parameter perturbed twice); else None."""
+        if not built:
+            return None
+        own = [ours.get(b["name"]) for b in built]
+        if any(p is None or list(p.shape) != b["shape"] or str(p.dtype) != b["dtype"] for p, b in zip(own, built)):
+            return None
+        if len({p.untyped_storage().data_ptr() for p in own}) < len(own):
+            return None
+        if any(harness.digest(p) != b["digest"] for p, b in zip(own, built)):
+            return None
+        return own
 
     def profile(self, req):
         """`profile.library_share`, asked for after timing: profiling leaves state in the
@@ -310,7 +334,7 @@ class Session:
 
     def perturb(self, req: Perturb) -> Perturbed:
         self.candidate.perturbed = req.seed
-        return self.candidate.perturb(req.seed)
+        return self.candidate.perturb(req.seed, req.built)
 
     def time(self, req: TimeSetup | Time) -> Warmed | Timed:
         # Nothing beyond the reference's work: `timing.wall_envelope` compares both workers'

@@ -135,11 +135,14 @@ def perturb(model, seed):
     A kernel that relies on default initialisation (LayerNorm's weight 1 and bias 0, a zero bias)
     stops matching. Returns the parameter shapes in order, so kbench can check both workers
     perturbed the same list."""
+    return perturb_tensors([p for _, p in floating(model)], seed)
+
+
+def perturb_tensors(tensors, seed):
+    """`perturb` on a model's floating parameters, given in registration order."""
     shapes = []
     with torch.no_grad():
-        for p in model.parameters():
-            if not p.is_floating_point():
-                continue
+        for p in tensors:
             shapes.append(list(p.shape))
             g = torch.Generator(device=p.device).manual_seed(seed + len(shapes))
             scale = p.abs().mean().item() if p.numel() else 0.0
@@ -147,6 +150,31 @@ def perturb(model, seed):
             u2 = torch.rand(p.shape, generator=g, device=p.device, dtype=p.dtype) * 2 - 1
             p.mul_(1 + u1).add_(u2 * (0.1 * (scale or 1.0)))
     return shapes
+
+
+# `digest`'s chunk, in elements: its int64 working copies stay near 100 MB on the device.
+DIGEST_CHUNK = 1 << 22
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def digest(t):
+    """A digest of a tensor's values, computed where it lies: the sum, modulo 2**64, of each
+    element's bits times an odd weight that depends on its position (integer arithmetic, so the
+    same in any order of reduction). Equal tensors have equal digests; two that differ almost
+    never do, a reordering of the same values included. Hex."""
+    bits = t.detach().contiguous().reshape(-1).view(_BITS[t.element_size()])
+    total = torch.zeros((), dtype=torch.int64, device=t.device)
+    for start in range(0, bits.numel(), DIGEST_CHUNK):
+        chunk = bits[start : start + DIGEST_CHUNK].to(torch.int64)
+        weights = torch.arange(start, start + chunk.numel(), dtype=torch.int64, device=t.device)
+        total += (chunk * (weights * 0x5851F42D4C957F2D + 0x14057B7EF767814F)).sum()
+    return f"{int(total) & (1 << 64) - 1:016x}"
+
+
+def built(model):
+    """The model's floating parameters as `Candidate.own_parameters` matches them: name, shape,
+    dtype and `digest`, in registration order."""
+    return [{"name": name, "shape": list(p.shape), "dtype": str(p.dtype), "digest": digest(p)} for name, p in floating(model)]
 
 
 def floating(model):

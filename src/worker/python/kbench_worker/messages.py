@@ -164,12 +164,23 @@ class CheckOutputs:
     kernelbench_tolerance: Optional[float] = None
 
 
+class BuiltParam(TypedDict):
+    """One of the task's parameters as the reference worker built it (`harness.built`)."""
+
+    name: str
+    shape: list[int]
+    dtype: str
+    digest: str
+
+
 @dataclass(frozen=True)
 class Perturb:
-    """New parameter values from a seed."""
+    """New parameter values from a seed. ``built``: to the candidate worker, the task's
+    parameters as the reference worker built them (`harness.built`), where it said."""
 
     cmd: ClassVar[str] = "perturb"
     seed: int
+    built: Optional[list[BuiltParam]] = None
 
 
 @dataclass(frozen=True)
@@ -391,6 +402,7 @@ class Judged(TypedDict):
 
 
 class Perturbed(TypedDict, total=False):
+    built: Optional[list[BuiltParam]]
     extra: list[str]
     missing: list[str]
     paired: list[str]

@@ -463,9 +463,14 @@ class Session:
         return self.reference.check_kept(req)
 
     def perturb(self, req: Perturb) -> Perturbed:
-        shapes = harness.perturb(self.reference.model, req.seed)
+        """New parameter values; on a GPU the reply names the parameters as built first
+        (`harness.built`), for the candidate worker to match its own with. On the CPU it does
+        not: digesting there costs more than the candidate's building the task's model again."""
+        model = self.reference.model
+        built = harness.built(model) if self.reference.device.startswith("cuda") else None
+        shapes = harness.perturb(model, req.seed)
         self.reference.params += (req.seed,)
-        return {"shapes": shapes}
+        return {"shapes": shapes, "built": built}
 
     def time(self, req: TimeSetup | Time) -> Warmed | Timed:
         """Arm A (eager) by default; ``arm: compile`` times torch.compile of the same model."""
