@@ -1309,6 +1309,8 @@ def _built_and_ours():
         (lambda built, ours: ours.update({"0.bias": ours["0.bias"].reshape(1, 4)}), False),
         (lambda built, ours: ours.update({"0.bias": ours["0.bias"].double()}), False),
         (lambda built, ours: ours["0.weight"].add_(1e-3), False),  # other values
+        # The same values in another layout (channels_last weights in published kernels).
+        (lambda built, ours: ours.update({"0.weight": ours["0.weight"].t().contiguous().t()}), False),
         # ModelNew's two weights of ones in one storage: perturbing both would do it twice.
         (lambda built, ours: ours.update({"1.bias": ours["1.weight"]}) or built[3].update(digest=built[2]["digest"]), False),
     ],
@@ -1344,10 +1346,10 @@ def test_a_candidate_with_the_tasks_parameters_perturbs_them_without_building_th
     with torch.no_grad():
         assert torch.equal(candidate.model(x), reference.model(x))
     # Another candidate whose weight is not the task's as built: the task's model is built.
+    monkeypatch.undo()
     other = make_candidate(tmp_path, body, task=task, scale=None)
     with torch.no_grad():
         other.model.fc.weight.mul_(2)
-    monkeypatch.undo()
     assert other.perturb(5, built)["shapes"] == shapes
     with torch.no_grad():
         assert torch.equal(other.model(x), reference.model(x))

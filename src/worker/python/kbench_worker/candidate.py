@@ -163,12 +163,13 @@ class Candidate:
     def own_parameters(built, ours):
         """ModelNew's parameters (``ours``, by name) in the order of the task's, where each of
         the task's as the reference worker built them (``built``: name, shape, dtype, digest)
-        is one of ModelNew's by name with the same values (`harness.digest`), no two of them
-        sharing memory (a parameter perturbed twice); else None."""
+        is one of ModelNew's by name with the same values (`harness.digest`), contiguous like
+        the task's (perturbing another layout reduces in another order: new values a rounding
+        apart), no two of them sharing memory (a parameter perturbed twice); else None."""
         if not built:
             return None
         own = [ours.get(b["name"]) for b in built]
-        if any(p is None or list(p.shape) != b["shape"] or str(p.dtype) != b["dtype"] for p, b in zip(own, built)):
+        if any(p is None or list(p.shape) != b["shape"] or str(p.dtype) != b["dtype"] or not p.is_contiguous() for p, b in zip(own, built)):
             return None
         if len({p.untyped_storage().data_ptr() for p in own}) < len(own):
             return None
