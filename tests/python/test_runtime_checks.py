@@ -1324,6 +1324,16 @@ def test_the_candidate_perturbs_its_own_parameters_only_where_they_are_the_tasks
         assert [id(p) for p in found] == [id(ours[b["name"]]) for b in built]
 
 
+def test_digests_that_do_not_fit_in_memory_leave_the_candidate_to_pair(monkeypatch):
+    built, ours = _built_and_ours()
+
+    def full(t):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(harness, "digest", full)
+    assert Candidate.own_parameters(built, ours) is None
+
+
 def test_a_candidate_with_the_tasks_parameters_perturbs_them_without_building_the_task(tmp_path, monkeypatch):
     task = write(tmp_path, "linear.py", LINEAR_TASK)
     body = """

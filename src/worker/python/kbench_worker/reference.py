@@ -465,9 +465,15 @@ class Session:
     def perturb(self, req: Perturb) -> Perturbed:
         """New parameter values; on a GPU the reply names the parameters as built first
         (`harness.built`), for the candidate worker to match its own with. On the CPU it does
-        not: digesting there costs more than the candidate's building the task's model again."""
+        not: digesting there costs more than the candidate's building the task's model again.
+        Nor where the digests' working memory does not fit beside the task's."""
         model = self.reference.model
-        built = harness.built(model) if self.reference.device.startswith("cuda") else None
+        built = None
+        if self.reference.device.startswith("cuda"):
+            try:
+                built = harness.built(model)
+            except torch.cuda.OutOfMemoryError:
+                torch.cuda.empty_cache()
         shapes = harness.perturb(model, req.seed)
         self.reference.params += (req.seed,)
         return {"shapes": shapes, "built": built}
