@@ -51,7 +51,7 @@ def one(submission, task):
     except Exception as exc:  # noqa: BLE001 - a submission that needs a GPU to load
         print(json.dumps({"outcome": "no ModelNew on the CPU", "note": f"{type(exc).__name__}: {str(exc)[:120]}"}))
         return
-    in_place = Candidate.own_parameters(built, dict(harness.floating(told.model))) is not None
+    in_place = harness.own_parameters(built, dict(harness.floating(told.model))) is not None
     replies = told.perturb(5, built), untold.perturb(5)
     a, b = harness.floating(told.model), harness.floating(untold.model)
     same = replies[0] == replies[1] and len(a) == len(b) and all(n == m and torch.equal(x, y) for (n, x), (m, y) in zip(a, b))

@@ -1318,7 +1318,7 @@ def _built_and_ours():
 def test_the_candidate_perturbs_its_own_parameters_only_where_they_are_the_tasks_as_built(change, own):
     built, ours = _built_and_ours()
     change(built, ours)
-    found = Candidate.own_parameters(built, ours)
+    found = harness.own_parameters(built, ours)
     assert (found is not None) is own
     if own:
         assert [id(p) for p in found] == [id(ours[b["name"]]) for b in built]
@@ -1331,7 +1331,7 @@ def test_digests_that_do_not_fit_in_memory_leave_the_candidate_to_pair(monkeypat
         raise torch.cuda.OutOfMemoryError("CUDA out of memory")
 
     monkeypatch.setattr(harness, "digest", full)
-    assert Candidate.own_parameters(built, ours) is None
+    assert harness.own_parameters(built, ours) is None
 
 
 def test_a_candidate_with_the_tasks_parameters_perturbs_them_without_building_the_task(tmp_path, monkeypatch):

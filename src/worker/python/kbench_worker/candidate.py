@@ -127,7 +127,7 @@ class Candidate:
     def perturb(self, seed, built=None):
         """`params.perturbation`: ModelNew's parameters get the values the reference worker's
         get. Paired here, where both lists can be seen. Where ModelNew's parameters are the
-        task's as the reference worker built them (``built``, `own_parameters`), they are
+        task's as the reference worker built them (``built``, `harness.own_parameters`), they are
         perturbed in place, as the reference's are. Else this worker builds the task's Model as
         the reference worker does (same initialisation), pairs ModelNew's parameters with it by
         what they are (`harness.pair`), perturbs it with the same seed, and copies each
@@ -138,7 +138,7 @@ class Candidate:
         compared with the reference worker's own perturbed model: a false pairing only fails."""
         ours = dict(harness.floating(self.model))
         named = lambda name, p: f"{name} {list(p.shape)}"  # noqa: E731
-        own = self.own_parameters(built, ours)
+        own = harness.own_parameters(built, ours)
         if own is not None:
             shapes = harness.perturb_tensors(own, seed)
             taken = {b["name"] for b in built}
@@ -158,27 +158,6 @@ class Candidate:
         del reference, theirs
         harness.release_memory(self.device)
         return reply
-
-    @staticmethod
-    def own_parameters(built, ours):
-        """ModelNew's parameters (``ours``, by name) in the order of the task's, where each of
-        the task's as the reference worker built them (``built``: name, shape, dtype, digest)
-        is one of ModelNew's by name with the same values (`harness.digest`), contiguous like
-        the task's (perturbing another layout reduces in another order: new values a rounding
-        apart), no two of them sharing memory (a parameter perturbed twice); else None."""
-        if not built:
-            return None
-        own = [ours.get(b["name"]) for b in built]
-        if any(p is None or list(p.shape) != b["shape"] or str(p.dtype) != b["dtype"] or not p.is_contiguous() for p, b in zip(own, built)):
-            return None
-        if len({p.untyped_storage().data_ptr() for p in own}) < len(own):
-            return None
-        try:
-            if any(harness.digest(p) != b["digest"] for p, b in zip(own, built)):
-                return None
-        except torch.cuda.OutOfMemoryError:
-            return None
-        return own
 
     def profile(self, req):
         """`profile.library_share`, asked for after timing: profiling leaves state in the

@@ -172,9 +172,30 @@ def digest(t):
 
 
 def built(model):
-    """The model's floating parameters as `Candidate.own_parameters` matches them: name, shape,
+    """The model's floating parameters as `own_parameters` matches them: name, shape,
     dtype and `digest`, in registration order."""
     return [{"name": name, "shape": list(p.shape), "dtype": str(p.dtype), "digest": digest(p)} for name, p in floating(model)]
+
+
+def own_parameters(as_built, ours):
+    """ModelNew's parameters (``ours``, by name) in the order of the task's, where each of
+    the task's as the reference worker built them (``as_built``: name, shape, dtype, digest)
+    is one of ModelNew's by name with the same values (`digest`), contiguous like
+    the task's (perturbing another layout reduces in another order: new values a rounding
+    apart), no two of them sharing memory (a parameter perturbed twice); else None."""
+    if not as_built:
+        return None
+    own = [ours.get(b["name"]) for b in as_built]
+    if any(p is None or list(p.shape) != b["shape"] or str(p.dtype) != b["dtype"] or not p.is_contiguous() for p, b in zip(own, as_built)):
+        return None
+    if len({p.untyped_storage().data_ptr() for p in own}) < len(own):
+        return None
+    try:
+        if any(digest(p) != b["digest"] for p, b in zip(own, as_built)):
+            return None
+    except torch.cuda.OutOfMemoryError:
+        return None
+    return own
 
 
 def floating(model):
