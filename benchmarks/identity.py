@@ -11,7 +11,7 @@ same outputs for deterministic tasks at twice the work, which kbench should labe
 speedup near 0.5.
 """
 
-import sys
+import argparse
 from pathlib import Path
 
 IDENTITY = "\n\nModelNew = Model\n"
@@ -27,12 +27,15 @@ class ModelNew(Model):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if a != "--twice"]
-    if len(args) not in (1, 2):
-        sys.exit(__doc__)
-    suffix = TWICE if "--twice" in sys.argv else IDENTITY
-    out = Path(args[0])
-    tasks = Path(args[1]) if len(args) == 2 else Path(__file__).resolve().parents[1]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path, metavar="OUT_DIR", help="where the submission goes")
+    parser.add_argument("tasks", type=Path, nargs="?", metavar="TASKS_DIR", help="the task tree (default: this repository's)")
+    parser.add_argument("--twice", action="store_true", help="ModelNew does the reference's work twice (kbench should say SLOWER, 0.5)")
+    args = parser.parse_args()
+    suffix = TWICE if args.twice else IDENTITY
+    out, tasks = args.out, args.tasks or Path(__file__).resolve().parents[1]
+    if not (tasks / "level1").is_dir():
+        parser.error(f"{tasks} holds no level1 folder of tasks")
     count = 0
     for level in ("level1", "level2", "level3"):
         for task in sorted((tasks / level).glob("[0-9]*_*.py")):
