@@ -34,10 +34,11 @@ def main():
     args = parser.parse_args()
     suffix = TWICE if args.twice else IDENTITY
     out, tasks = args.out, args.tasks or Path(__file__).resolve().parents[1]
-    if not (tasks / "level1").is_dir():
-        parser.error(f"{tasks} holds no level1 folder of tasks")
+    levels = [level for level in ("level1", "level2", "level3") if (tasks / level).is_dir()]
+    if not levels:
+        parser.error(f"{tasks} holds no level1, level2 or level3 folder of tasks")
     count = 0
-    for level in ("level1", "level2", "level3"):
+    for level in levels:
         for task in sorted((tasks / level).glob("[0-9]*_*.py")):
             target = out / level / task.name
             target.parent.mkdir(parents=True, exist_ok=True)
