@@ -84,7 +84,7 @@ def in_place(one, before):
 
 def many(now, before):
     print("\n| candidates | seconds each (mean) | load | outside the trials |\n| --- | --- | --- | --- |")
-    for label, ev in (("level3/1, 796cc7f..d86aaba (x4 host)", [e for e in before if name(e) == "level3/1"]), ("level3/1, this code", [e for e in now if name(e) == "level3/1"]), ("level3/2, this code", [e for e in now if name(e) == "level3/2"])):
+    for label, ev in (("level3/1 at d86aaba (4-GPU host, side by side)", [e for e in before if name(e) == "level3/1"]), ("level3/1, this code", [e for e in now if name(e) == "level3/1"]), ("level3/2, this code", [e for e in now if name(e) == "level3/2"])):
         mean = lambda f: statistics.mean(f(e) for e in ev)  # noqa: E731
         print(f"| {label}: {len(ev)} | {mean(lambda e: e['seconds']):.1f} | {mean(lambda e: e['phases']['load_s']):.1f} | {mean(outside_trials):.2f} |")
 
