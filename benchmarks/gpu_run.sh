@@ -34,11 +34,12 @@ case $what in
   identity) dir=$work/identity-submission; "$python" benchmarks/identity.py "$dir" >/dev/null ;;
   attacks) dir=$work/attacks-submission; rm -rf "$dir"; mkdir -p "$dir/level1/19_ReLU"
     for f in read_parent_memory kill_reference impersonate_reference outlive_run rewrite_worker_code \
-      fake_kernel forge_times_gc forge_reply time_global work_after_the_call seed_precompute; do
+      fake_kernel forge_times_gc forge_reply time_global work_after_the_call seed_precompute \
+      plant_links_in_build linger_take_next_source slow_reference_processes; do
       cp "tests/fixtures/cpu/level1/19_ReLU/cheat_$f.py" "$dir/level1/19_ReLU/"
     done
     for f in wrong_list_output wrong_sparse_output \
-      wrong_neg_bit_output honest_torch; do
+      wrong_neg_bit_output honest_torch cheat_return_input; do
       cp "tests/fixtures/cpu/level1/19_ReLU/$f.py" "$dir/level1/19_ReLU/"
     done ;;
   cuda-l1) tree=$(realpath "$1"); shift; dir=$tree/submissions

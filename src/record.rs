@@ -548,6 +548,13 @@ pub struct Phases {
     pub output_checks_s: f64,
     #[serde(default)]
     pub process_check_s: f64,
+    /// Within `timing_s`: stopping and continuing the other arm's processes around each timing
+    /// request (`Link::pause`).
+    #[serde(default)]
+    pub pause_s: f64,
+    /// Ending the candidate's worker: its kill, and the wait until its PID namespace is empty.
+    #[serde(default)]
+    pub candidate_end_s: f64,
     /// After timing: the candidate's state checks and both workers' profiled calls.
     #[serde(default)]
     pub after_timing_s: f64,

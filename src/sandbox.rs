@@ -182,22 +182,22 @@ impl Confinement {
 
     /// Hand `path` (a folder a confined process writes) and everything in it to the sandbox uid:
     /// a cached build may come from another run or machine, owned by whoever copied it. What is
-    /// the sandbox's already is left as it is (a reused build is walked on every run).
+    /// the sandbox's already is left as it is (a reused build is walked on every run). Walked
+    /// through descriptors (`untrusted::chown_tree`): a link the sandbox planted is given
+    /// itself, never what it points to.
     pub fn give(&self, path: &Path) -> std::io::Result<()> {
-        use std::os::unix::fs::MetadataExt;
-        let Some(uid) = self.uid() else {
-            return Ok(());
-        };
-        let meta = std::fs::symlink_metadata(path)?;
-        if meta.uid() != uid || meta.gid() != uid {
-            std::os::unix::fs::lchown(path, Some(uid), Some(uid))?;
+        match self.uid() {
+            Some(uid) => crate::untrusted::chown_tree(path, uid, uid),
+            None => Ok(()),
         }
-        if meta.is_dir() {
-            for entry in std::fs::read_dir(path)? {
-                self.give(&entry?.path())?;
-            }
-        }
-        Ok(())
+    }
+
+    /// Make `path` (a folder kbench made) a staging folder for a confined process: kbench's,
+    /// sticky and open to all (`1777`), so that the process may add files beside what kbench
+    /// staged there but not replace, rename or remove it.
+    pub fn stage_folder(&self, path: &Path) -> std::io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o1777))
     }
 }
 

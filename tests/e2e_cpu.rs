@@ -200,6 +200,22 @@ fn fixtures_get_their_expected_verdicts_and_resume_continues() {
         );
     }
 
+    // kbench wrote nothing through the links a submission planted in its build folder, and no
+    // candidate's copy of another's source reached the cache.
+    for victim in [
+        "/tmp/kbench-red-team-victim.json",
+        "/tmp/kbench-red-team-victim-folder",
+    ] {
+        assert!(!Path::new(victim).exists(), "kbench wrote {victim}");
+    }
+    let stolen: Vec<_> = walkdir::WalkDir::new(root().join("target/kbench-test-cache/builds"))
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("stolen-"))
+        .map(|e| e.path().display().to_string())
+        .collect();
+    assert!(stolen.is_empty(), "another's source was copied: {stolen:?}");
+
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     assert_eq!(csv.lines().count(), expected(&fixtures).len() + 1);
     let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();

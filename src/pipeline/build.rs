@@ -9,9 +9,12 @@ use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
+use crate::atomic_file;
+use crate::error::Error;
 use crate::record::{Build, BuildStatus};
 use crate::submission::Submission;
 use crate::task::Task;
+use crate::untrusted::{self, Entry};
 use crate::worker::request::{Compile, Warm};
 use crate::worker::{ErrorKind, Failure, Link, Reply, Spawn};
 
@@ -87,13 +90,36 @@ impl<S: Spawner> Python<'_, S> {
         build
     }
 
-    /// Cache `build` as `dir`'s record, with its MAC under the cache's key beside it.
+    /// Cache `build` as `dir`'s record, with its MAC under the cache's key beside it, in the
+    /// records folder (kbench's alone: nothing confined sees it).
     fn write_record(&self, dir: &Path, build: &Build) {
+        let (record, mac) = self.record_paths(dir);
         if let Ok(bytes) = serde_json::to_vec_pretty(build) {
             let tag = self.cache_key.sign(&folder_name(dir), &bytes);
-            let _ = std::fs::write(dir.join(RECORD), bytes);
-            let _ = std::fs::write(dir.join(RECORD_MAC), tag);
+            let written = record
+                .parent()
+                .map_or(Ok(()), |d| {
+                    std::fs::create_dir_all(d).map_err(|e| Error::write(d, e))
+                })
+                .and_then(|()| atomic_file::write(&record, &bytes))
+                .and_then(|()| atomic_file::write(&mac, &tag));
+            if written.is_err() {
+                let _ = std::fs::remove_file(&record);
+            }
         }
+    }
+
+    /// Where the record of the build folder `dir` and its MAC lie: `build-records/` in the
+    /// cache's root, beside the builds and outside every folder a confined process writes (a
+    /// record inside the build folder was the sandbox's to replace with a link, which kbench,
+    /// root, then wrote through).
+    pub(super) fn record_paths(&self, dir: &Path) -> (PathBuf, PathBuf) {
+        let records = self.config.cache.join(RECORDS);
+        let name = folder_name(dir);
+        (
+            records.join(format!("{name}.json")),
+            records.join(format!("{name}.mac")),
+        )
     }
 
     /// Stage the submission and run a compile worker on it, confined to its build folder `dir`;
@@ -108,8 +134,9 @@ impl<S: Spawner> Python<'_, S> {
     ) -> Result<(), String> {
         let mut env = self.build_env(submission);
         env.push(("CUDA_VISIBLE_DEVICES".into(), String::new()));
-        let stage = self.exchange()?;
-        let (staged, rewrites) = stage_submission(submission, &stage, self.config.compat.as_ref())?;
+        let stage = self.stage_exchange()?;
+        let (staged, rewrites) =
+            stage_submission(submission, &stage.stage(), self.config.compat.as_ref())?;
         build.compat = rewrites;
         let request = self.compile_request(task, staged);
         let spec = self.spec("compile", log, env);
@@ -134,10 +161,11 @@ impl<S: Spawner> Python<'_, S> {
     /// that rewrote them since gets a fresh build), and once its folder is the sandbox's again
     /// (the candidate writes there: locks, JIT caches).
     fn cached(&self, dir: &Path) -> Cached {
-        let Ok(record) = std::fs::read(dir.join(RECORD)) else {
+        let (record, mac) = self.record_paths(dir);
+        let Ok(record) = std::fs::read(record) else {
             return Cached::Stale;
         };
-        let tag = std::fs::read(dir.join(RECORD_MAC)).unwrap_or_default();
+        let tag = std::fs::read(mac).unwrap_or_default();
         let build = serde_json::from_slice::<Build>(&record)
             .ok()
             .filter(|_| self.cache_key.verifies(&folder_name(dir), &record, &tag));
@@ -202,7 +230,12 @@ impl<S: Spawner> Python<'_, S> {
             Ok(Reply::Ok(v)) if v.has_model_new => self.warm(&mut w, request, v, build),
             other => other,
         };
-        S::finish(w);
+        if !S::finish(w) {
+            return Err((
+                BuildStatus::Crashed,
+                "the compile worker's processes did not end within 30 s of its kill".into(),
+            ));
+        }
         match reply {
             Ok(Reply::Ok(v)) => Ok(v),
             Ok(Reply::Err(e)) if e.kind == ErrorKind::Syntax || e.kind == ErrorKind::Build => {
@@ -274,9 +307,8 @@ enum Cached {
     Untrusted(String),
 }
 
-/// A build folder's record and its MAC under the cache's key.
-const RECORD: &str = "build.json";
-const RECORD_MAC: &str = "build.mac";
+/// The cache's folder of build records and their MACs under the cache's key.
+const RECORDS: &str = "build-records";
 
 /// The build folder's name (its cache key), which its record's MAC covers: a record moved into
 /// another folder does not authenticate there.
@@ -296,32 +328,31 @@ fn first_line(text: &str) -> String {
         .collect()
 }
 
-/// SHA-256 over a build folder's files (paths and contents, in path order), leaving out the
-/// bookkeeping that loading a build rewrites (ninja's logs, torch's lock), and the record and its
-/// MAC.
+/// SHA-256 over a build folder's entries (paths and contents, in path order), leaving out the
+/// bookkeeping that loading a build rewrites (ninja's logs, torch's lock). The folder is the
+/// sandbox's: it is walked through descriptors (`untrusted::walk`), a link or a FIFO counts by
+/// its kind and is never followed or read, and a folder that cannot be walked hashes as such.
 pub(super) fn artifacts_hash(dir: &Path) -> String {
-    const BOOKKEEPING: [&str; 5] = [RECORD, RECORD_MAC, ".ninja_log", ".ninja_deps", "lock"];
+    const BOOKKEEPING: [&str; 3] = [".ninja_log", ".ninja_deps", "lock"];
     let mut h = Sha256::new();
-    for entry in walkdir::WalkDir::new(dir)
-        .sort_by_file_name()
-        .into_iter()
-        .flatten()
-        .filter(|e| e.file_type().is_file())
-        .filter(|e| !BOOKKEEPING.contains(&e.file_name().to_string_lossy().as_ref()))
-    {
-        h.update(
-            entry
-                .path()
-                .strip_prefix(dir)
-                .unwrap_or(entry.path())
-                .to_string_lossy()
-                .as_bytes(),
-        );
-        h.update([0]);
-        match std::fs::read(entry.path()) {
-            Ok(bytes) => h.update(&bytes),
-            Err(_) => h.update(b"unreadable"),
+    let walked = untrusted::walk(dir, &mut |rel, entry| {
+        let name = rel.file_name().unwrap_or_default().to_string_lossy();
+        if BOOKKEEPING.contains(&name.as_ref()) {
+            return;
         }
+        h.update(rel.to_string_lossy().as_bytes());
+        h.update([0]);
+        match entry {
+            Entry::File(mut file) => {
+                if std::io::copy(&mut file, &mut h).is_err() {
+                    h.update(b"unreadable");
+                }
+            }
+            Entry::Other(kind) => h.update(kind.as_bytes()),
+        }
+    });
+    if let Err(e) = walked {
+        h.update(format!("not walked: {e}").as_bytes());
     }
     format!("{:x}", h.finalize())
 }

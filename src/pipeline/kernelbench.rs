@@ -117,9 +117,13 @@ impl<S: Spawner> Python<'_, S> {
             Ok(pair) => pair,
             Err(e) => return ended(Cause::Unready(e)),
         };
-        let _lent = match self.lend(sub, pair.workspace) {
+        let lent = match self.lend(sub, pair.workspace) {
             Ok(lent) => lent,
             Err(e) => return ended(Cause::Unready(e)),
+        };
+        let stage = match &lent {
+            Some(lent) => lent.stage(self),
+            None => Ok(pair.exchange.stage()),
         };
         let Pair {
             reference,
@@ -128,16 +132,21 @@ impl<S: Spawner> Python<'_, S> {
             exchange,
             ..
         } = pair;
-        S::finish(reference);
+        let _ = S::finish(reference);
         let _ = std::fs::remove_file(reference_log);
         let (log, rel) = self.log_path(sub, "kernelbench-candidate");
         let _ = std::fs::rename(candidate_log, log);
         eval.logs.push(rel);
-        let found = match self.load_kernelbench(task, sub, slot, &mut candidate, &exchange) {
+        let loaded = stage
+            .map_err(Cause::Unready)
+            .and_then(|stage| self.load_kernelbench(task, sub, slot, &mut candidate, &stage));
+        let found = match loaded {
             Ok(()) => self.kernelbench_trials_alone(&mut candidate),
             Err(cause) => ended(cause),
         };
-        S::finish(candidate);
+        let gone = S::finish(candidate);
+        lent.into_iter().for_each(|l| l.settle(gone));
+        drop(exchange);
         found
     }
 

@@ -20,7 +20,7 @@ use crate::worker::request::Load;
 use crate::worker::{Link, Reply, Spawn};
 
 use super::replies::Loaded;
-use super::stage::{ask, stage_submission, Exchange};
+use super::stage::{ask, stage_submission, Exchange, Stage};
 use super::workspace::Workspace;
 use super::{Python, Spawner};
 
@@ -200,16 +200,11 @@ impl<S: Spawner> Python<'_, S> {
         }
     }
 
-    /// The candidate's load request: the task, and the submission staged in `exchange` with
-    /// its build environment.
-    fn candidate_load(
-        &self,
-        task: &Task,
-        sub: &Submission,
-        exchange: &Exchange,
-    ) -> Result<Load, Failed> {
+    /// The candidate's load request: the task, and the submission staged in `stage` with its
+    /// build environment.
+    fn candidate_load(&self, task: &Task, sub: &Submission, stage: &Stage) -> Result<Load, Failed> {
         let staged =
-            stage_submission(sub, exchange, self.config.compat.as_ref()).map_err(Cause::Unready)?;
+            stage_submission(sub, stage, self.config.compat.as_ref()).map_err(Cause::Unready)?;
         Ok(Load {
             submission: Some(staged.0),
             env: Some(self.build_env(sub).into_iter().collect()),
@@ -226,7 +221,7 @@ impl<S: Spawner> Python<'_, S> {
         (task, sub): (&Task, &Submission),
         slot: usize,
         (reference, candidate): (&mut S::Worker, &mut S::Worker),
-        exchange: &Exchange,
+        stage: &Stage,
         memo: bool,
     ) -> Result<(Map<String, Value>, Loaded), Failed> {
         let cfg = self.config;
@@ -234,7 +229,7 @@ impl<S: Spawner> Python<'_, S> {
             memo,
             ..self.load_request(task)
         };
-        let cand_load = self.candidate_load(task, sub, exchange)?;
+        let cand_load = self.candidate_load(task, sub, stage)?;
         let loads = std::thread::scope(|s| {
             let r = s.spawn(|| reference.request(load, cfg.timeouts.load));
             let c = candidate.request(cand_load, cfg.timeouts.load + cfg.timeouts.compile);
@@ -261,12 +256,12 @@ impl<S: Spawner> Python<'_, S> {
         sub: &Submission,
         slot: usize,
         candidate: &mut S::Worker,
-        exchange: &Exchange,
+        stage: &Stage,
     ) -> Result<(), Failed> {
         let cfg = self.config;
         let load = Load {
             kernelbench: true,
-            ..self.candidate_load(task, sub, exchange)?
+            ..self.candidate_load(task, sub, stage)?
         };
         let loaded = ask(candidate, load, cfg.timeouts.load + cfg.timeouts.compile);
         self.refill(slot);

@@ -74,8 +74,9 @@ pub trait Spawner: Sync {
     type Worker: Link + Send;
     /// Start the worker `spec` describes.
     fn spawn(&self, spec: &Spawn) -> std::io::Result<Self::Worker>;
-    /// Ask `worker` to exit, and make sure it has.
-    fn finish(worker: Self::Worker);
+    /// Ask `worker` to exit, and make sure it has: whether every process it started is known to
+    /// have ended (`Worker::finish`).
+    fn finish(worker: Self::Worker) -> bool;
 }
 
 /// Worker processes: the real backend's workers.
@@ -88,8 +89,8 @@ impl Spawner for Processes {
         Worker::spawn(spec)
     }
 
-    fn finish(worker: Worker) {
-        worker.finish();
+    fn finish(worker: Worker) -> bool {
+        worker.finish()
     }
 }
 
@@ -297,18 +298,23 @@ impl<S: Spawner> Python<'_, S> {
                 Some(kept) => kept,
                 None => self.take_pair(slot).map_err(Cause::Unready)?,
             };
-            // Bound before the workers, so it is dropped, and the build folder moved back, after
-            // the candidate has ended.
+            // Settled once the candidate has ended: the build folder goes back only then.
             let lent = self
                 .lend(sub, pair.workspace.take())
                 .map_err(Cause::Unready)?;
+            // The submission's copy: in the candidate's own workspace where it has one (fresh,
+            // out of every other candidate's sight), else in the exchange.
+            let stage = match &lent {
+                Some(lent) => lent.stage(self).map_err(Cause::Unready)?,
+                None => pair.exchange.stage(),
+            };
             eval.logs = self.claim_logs(sub, &mut pair.logs, pair.reused);
             let started = Instant::now();
             let loads = self.load(
                 (task, sub),
                 slot,
                 (&mut pair.reference, &mut pair.candidate),
-                &pair.exchange,
+                &stage,
                 self.memo(task, pair.reused),
             );
             // A load that fails counts here too.
@@ -319,8 +325,12 @@ impl<S: Spawner> Python<'_, S> {
                     Err(Cause::ReferenceError(ReferenceStep::Load, _) | Cause::ReferenceDied(_))
                 )
             {
-                drop(pair);
-                drop(lent);
+                let gone = S::finish(pair.candidate);
+                lent.into_iter().for_each(|l| l.settle(gone));
+                S::finish(pair.reference);
+                pair.companions.into_iter().for_each(|c| {
+                    S::finish(c.worker);
+                });
                 reuse = false;
                 continue;
             }
@@ -341,9 +351,12 @@ impl<S: Spawner> Python<'_, S> {
                 companions,
                 ..
             } = pair;
-            S::finish(candidate);
-            drop(lent);
-            self.keep(task, slot, (reference, log, exchange), companions);
+            // Nothing the candidate could touch serves again until all of it has ended.
+            let ending = Instant::now();
+            let gone = S::finish(candidate);
+            eval.phases.candidate_end_s = ending.elapsed().as_secs_f64();
+            lent.into_iter().for_each(|l| l.settle(gone));
+            self.keep(task, slot, (reference, log, exchange), companions, gone);
             return judged;
         }
     }
@@ -432,6 +445,7 @@ impl<S: Spawner> Python<'_, S> {
         eval.phases.warmup_s = session.spent.warmup_s;
         eval.phases.output_checks_s = session.spent.output_checks_s;
         eval.phases.process_check_s = session.spent.process_check_s;
+        eval.phases.pause_s = session.spent.pause_s;
         timed
     }
 }

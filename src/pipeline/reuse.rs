@@ -126,7 +126,7 @@ impl<S: Spawner> Python<'_, S> {
             None => match self.start_candidate(slot, &exchange) {
                 Ok(c) => c,
                 Err(_) => {
-                    S::finish(reference);
+                    let _ = S::finish(reference);
                     return None;
                 }
             },
@@ -143,14 +143,16 @@ impl<S: Spawner> Python<'_, S> {
     }
 
     /// After an evaluation: keep its reference worker (with the `companions` started beside it)
-    /// for the task's next candidate on the slot if it is clean and the task has more to come;
-    /// else end them all.
+    /// for the task's next candidate on the slot if it is clean, the task has more to come and
+    /// every process of the candidate is known to have ended (`gone`: the exchange they shared
+    /// serves the next candidate); else end them all.
     pub(super) fn keep(
         &self,
         task: &Task,
         slot: usize,
         (reference, log, exchange): (S::Worker, PathBuf, Exchange),
         companions: VecDeque<Companion<S::Worker>>,
+        gone: bool,
     ) {
         let kept = Kept {
             task: task.path.clone(),
@@ -159,7 +161,7 @@ impl<S: Spawner> Python<'_, S> {
             exchange,
             companions,
         };
-        if kept.reference.clean() && self.more(&task.path) {
+        if gone && kept.reference.clean() && self.more(&task.path) {
             self.kept[slot].lock().expect("reuse lock").push(kept);
         } else {
             self.end_kept(kept);
@@ -218,10 +220,10 @@ impl<S: Spawner> Python<'_, S> {
     }
 
     fn end_kept(&self, kept: Kept<S::Worker>) {
-        S::finish(kept.reference);
-        kept.companions
-            .into_iter()
-            .for_each(|c| S::finish(c.worker));
+        let _ = S::finish(kept.reference);
+        kept.companions.into_iter().for_each(|c| {
+            let _ = S::finish(c.worker);
+        });
     }
 }
 

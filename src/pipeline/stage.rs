@@ -4,6 +4,8 @@
 //! IPC, or files). It moves bytes and replies; it judges nothing (a reply's meaning is the
 //! stages').
 
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -51,18 +53,46 @@ impl Exchange {
     fn file(&self, name: &str) -> (PathBuf, PathBuf) {
         (self.dir.path().join(name), self.seen.join(name))
     }
+
+    /// The exchange as a folder to stage a submission in (a compile worker's, or an unconfined
+    /// candidate's).
+    pub(super) fn stage(&self) -> Stage {
+        Stage {
+            host: self.dir.path().to_path_buf(),
+            seen: self.seen.clone(),
+        }
+    }
+}
+
+/// A folder a submission's copy is staged in for a worker: where kbench writes it, and where the
+/// worker sees it.
+pub(super) struct Stage {
+    pub host: PathBuf,
+    pub seen: PathBuf,
 }
 
 impl<S: Spawner> Python<'_, S> {
     /// A folder on tmpfs that confined workers may write (their uid owns it), removed when
     /// dropped.
     pub(super) fn exchange(&self) -> Result<Exchange, String> {
+        self.new_exchange(|dir| self.confinement.give(dir))
+    }
+
+    /// An exchange that is kbench's and sticky (`Confinement::stage_folder`): a compile worker's,
+    /// which writes there (its /dev/shm) but cannot replace the copy staged in it.
+    pub(super) fn stage_exchange(&self) -> Result<Exchange, String> {
+        self.new_exchange(|dir| self.confinement.stage_folder(dir))
+    }
+
+    fn new_exchange(
+        &self,
+        prepare: impl FnOnce(&Path) -> std::io::Result<()>,
+    ) -> Result<Exchange, String> {
         let dir = tempfile::Builder::new()
             .prefix("kbench-")
             .tempdir_in(exchange_root())
             .map_err(|e| format!("create an exchange folder: {e}"))?;
-        self.confinement
-            .give(dir.path())
+        prepare(dir.path())
             .map_err(|e| format!("hand {} to the sandbox: {e}", dir.path().display()))?;
         Ok(Exchange {
             seen: self.confinement.seen(dir.path()),
@@ -136,25 +166,38 @@ fn exchange_root() -> PathBuf {
     }
 }
 
-/// A copy of the submission in the exchange (a folder the confined worker can read, whatever
-/// the permissions of the submission's own folders), under its own file name, with `--compat`'s
-/// rewrites (`compat`) applied: where the candidate sees it, and the rewrites.
+/// A copy of the submission in `stage` (a folder the confined worker can read, whatever the
+/// permissions of the submission's own folders), under its own file name, with `--compat`'s
+/// rewrites (`compat`) applied: where the worker sees it, and the rewrites. The copy is a new
+/// file of kbench's, read-only (mode 0444), made without following a link planted in its place.
 pub(super) fn stage_submission(
     submission: &Submission,
-    exchange: &Exchange,
+    stage: &Stage,
     compat: Option<&Compat>,
 ) -> Result<(PathBuf, Vec<String>), String> {
     let name = submission.path.file_name().map_or_else(
         || "submission.py".into(),
         |n| n.to_string_lossy().into_owned(),
     );
-    let (staged, seen) = exchange.file(&name);
+    let (staged, seen) = (stage.host.join(&name), stage.seen.join(&name));
     let copy = || -> std::io::Result<Vec<String>> {
-        let Some(compat) = compat else {
-            return std::fs::copy(&submission.path, &staged).map(|_| Vec::new());
+        let source = std::fs::read_to_string(&submission.path)?;
+        let (text, rewrites) = match compat {
+            Some(compat) => compat.rewrite(&source),
+            None => (source, Vec::new()),
         };
-        let (text, rewrites) = compat.rewrite(&std::fs::read_to_string(&submission.path)?);
-        std::fs::write(&staged, text)?;
+        // What an earlier stage left under the name goes first: unlinking follows no link.
+        match std::fs::remove_file(&staged) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o444)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&staged)?;
+        file.write_all(text.as_bytes())?;
         Ok(rewrites)
     };
     let rewrites = copy().map_err(|e| {

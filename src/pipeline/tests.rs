@@ -58,7 +58,9 @@ mod scripted {
             }
         }
 
-        fn finish(_worker: Scripted<Script>) {}
+        fn finish(_worker: Scripted<Script>) -> bool {
+            true
+        }
     }
 
     /// The trusted side: the task loads, every output compares equal (by KernelBench's rule
@@ -982,7 +984,7 @@ mod scripted {
         let (task, sub) = pair(dir.path());
         std::fs::write(&sub.path, "# load_inline\nclass ModelNew:\n    pass\n").unwrap();
         let folder = python.build_dir(&sub);
-        let record = folder.join("build.json");
+        let (record, mac) = python.record_paths(&folder);
         let built = python.compile(&task, &sub);
         assert!(!built.cache_hit && built.cache_note.is_empty(), "{built:?}");
         assert!(python.compile(&task, &sub).cache_hit);
@@ -1004,7 +1006,7 @@ mod scripted {
         let next = python.compile(&task, &sub);
         assert!(next.cache_hit && next.cache_note.is_empty(), "{next:?}");
         // Without its MAC.
-        std::fs::remove_file(folder.join("build.mac")).unwrap();
+        std::fs::remove_file(&mac).unwrap();
         assert!(untrusted(&python.compile(&task, &sub)));
         // An artifact added: built again; with the record rewritten to the new hash, that
         // record is not trusted.
@@ -1115,7 +1117,13 @@ mod scripted {
                 }
             }
 
-            fn finish(_worker: Scripted<Boxed>) {}
+            /// A candidate of `linger.py` left a process that did not end with it.
+            fn finish(worker: Scripted<Boxed>) -> bool {
+                !worker.sent.iter().any(|r| {
+                    matches!(r, Request::Load(l)
+                        if l.submission.as_ref().is_some_and(|p| p.ends_with("linger.py")))
+                })
+            }
         }
 
         fn never(_: &Request, _: usize, _: usize) -> Option<Answer> {
@@ -1280,7 +1288,7 @@ mod scripted {
                 &'static [usize],
                 usize,
             );
-            let cases: [Case; 6] = [
+            let cases: [Case; 7] = [
                 (
                     "honest",
                     &["a.py", "b.py", "c.py", "d.py"],
@@ -1314,6 +1322,16 @@ mod scripted {
                     never,
                     &[Cheat, Pass],
                     &[2, 0, 0],
+                    4,
+                ),
+                // A candidate whose processes did not all end with it: its reference (and the
+                // exchange they shared) serves no one else; the next candidate gets a fresh pair.
+                (
+                    "lingers",
+                    &["linger.py", "b.py"],
+                    never,
+                    &[Pass, Pass],
+                    &[1, 1, 0],
                     4,
                 ),
                 // The first reference's two companions go with it.

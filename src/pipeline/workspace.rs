@@ -11,19 +11,30 @@
 //! have ended. The candidate sees it at `BUILD_SEEN`, where the compile worker built it, so
 //! torch's and ninja's paths match and the pool's build is found again.
 //!
+//! The workspace itself is kbench's (root's, readable by all): the candidate writes inside the
+//! build folder lent to it, and may add files in the sticky staging folder `src` beside the
+//! copy of its submission that kbench stages there (read-only, kbench's), but can replace,
+//! rename or link nothing that kbench later moves or reads: the build folder goes back home by
+//! a rename of a name only kbench can change, and only once every process of the candidate has
+//! ended (`Lent::settle`).
+//!
 //! Unconfined, the workers see the build folder where it lies and nothing is lent.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::sandbox::Bind;
 use crate::submission::Submission;
 
+use super::stage::Stage;
 use super::{Python, Spawner};
 
 /// Where a confined candidate sees its workspace.
 const WORKSPACE_SEEN: &str = "/kbench";
 /// Where confined workers see the submission's build folder.
 const BUILD_SEEN: &str = "/kbench/build";
+/// Where a confined candidate sees the folder its submission is staged in.
+const SOURCE_SEEN: &str = "/kbench/src";
 
 /// A pre-started candidate's workspace: the one folder of the cache it may write, removed (with
 /// whatever it left there) when dropped.
@@ -46,11 +57,33 @@ impl Workspace {
     }
 }
 
-impl Drop for Lent {
-    /// Where the build folder is back already (an identical file was built again meanwhile),
-    /// the rename fails and the lent copy goes with the workspace.
-    fn drop(&mut self) {
-        let _ = std::fs::rename(self.workspace.build(), &self.home);
+impl Lent {
+    /// The folder the submission is staged in for the candidate: `src` in its workspace,
+    /// kbench's and sticky (`Confinement::stage_folder`), made the first time.
+    pub(super) fn stage(&self, python: &Python<'_, impl Spawner>) -> Result<Stage, String> {
+        let host = self.workspace.0.path().join("src");
+        std::fs::create_dir(&host)
+            .or_else(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => Ok(()),
+                _ => Err(e),
+            })
+            .and_then(|()| python.confinement.stage_folder(&host))
+            .map_err(|e| format!("create the staging folder {}: {e}", host.display()))?;
+        Ok(Stage {
+            host,
+            seen: PathBuf::from(SOURCE_SEEN),
+        })
+    }
+
+    /// The candidate's workers have ended: where every process of them is known gone (`gone`),
+    /// the build folder goes back home; else it is dropped with the workspace, since a process
+    /// still alive could write into it after the move.
+    pub(super) fn settle(self, gone: bool) {
+        if gone {
+            // Where the build folder is back already (an identical file was built again
+            // meanwhile), the rename fails and the lent copy goes with the workspace.
+            let _ = std::fs::rename(self.workspace.build(), &self.home);
+        }
     }
 }
 
@@ -64,14 +97,15 @@ impl<S: Spawner> Python<'_, S> {
         let root = self.config.cache.join("builds/.workspaces");
         let dir = std::fs::create_dir_all(&root)
             .and_then(|()| tempfile::Builder::new().prefix("ws-").tempdir_in(&root))
+            .and_then(|dir| {
+                std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+                    .map(|()| dir)
+            })
             .map_err(|e| format!("create a workspace in {}: {e}", root.display()))?;
-        self.confinement
-            .give(dir.path())
-            .map_err(|e| format!("hand {} to the sandbox: {e}", dir.path().display()))?;
         Ok(Some(Workspace(dir)))
     }
 
-    /// Lend `sub`'s build folder to `workspace` until the returned guard drops; an empty folder
+    /// Lend `sub`'s build folder to `workspace` until the returned guard settles; an empty folder
     /// where another evaluation of an identical file holds it (the candidate then builds there
     /// itself). Nothing where unconfined.
     pub(super) fn lend(

@@ -10,6 +10,7 @@ use std::time::Instant;
 use rand::Rng;
 use serde_json::Value;
 
+use super::arms::ArmId;
 use super::replies::Warmed;
 use super::session::{Failed, Session};
 use crate::record::{Check, Outcome};
@@ -117,7 +118,7 @@ impl<L: Link> Session<'_, L> {
             kept: pool.description.clone(),
         };
         let differs = |why: &str| Cause::TimedOutputWrong(format!("{NAME}: {call}: {why}"));
-        match self.reference.request(request, self.config.timeouts.call) {
+        match self.alone(ArmId::Eager, request, self.config.timeouts.call) {
             Ok(Reply::Ok(v)) if v.correct => Ok(check(Outcome::Pass, format!("{call}: correct"))),
             Ok(Reply::Ok(v)) if v.uncheckable => Ok(check(
                 Outcome::Skip,

@@ -14,9 +14,11 @@
 //! Files: `session` (the workers, one request, the dispatch), `arms` (the arms and their
 //! samples), `offline`, `kernelbench`, `server` (the modes), `envelope` (the wall-clock envelope
 //! and the audit), `label` (every change to a label), `replies` (the workers' timing replies),
-//! `summary` (the statistics of one comparison), `kept` (the check of timed calls' outputs).
+//! `summary` (the statistics of one comparison), `kept` (the check of timed calls' outputs),
+//! `beside` (the census of what the candidate ran beside its worker).
 
 mod arms;
+mod beside;
 mod envelope;
 mod kept;
 mod kernelbench;

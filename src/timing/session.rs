@@ -8,13 +8,14 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::arms::ArmId;
+use super::beside;
 use super::replies::{excess_of, samples_of, times_of};
 use crate::config::{Config, Mode};
 use crate::nvml::{Gpu, Nvml, Telemetry};
-use crate::record::{Check, Timing};
+use crate::record::{merge_check, Check, Timing};
 use crate::verdict::{Cause, ReferenceStep};
 use crate::worker::request::{Command, Time, TimeSetup, TimingMode};
-use crate::worker::{Link, Reply};
+use crate::worker::{Failure, Link, Pause, Reply};
 
 /// Why timing (or another phase of an evaluation) ended early: the cause that decides the
 /// verdict.
@@ -53,6 +54,8 @@ pub struct Spent {
     pub output_checks_s: f64,
     /// The process check's set-up and rounds (`timing.process`).
     pub process_check_s: f64,
+    /// Stopping and continuing the other arm's processes around each request (`alone`).
+    pub pause_s: f64,
 }
 
 /// A block's draws: its seed, and the pool slot of its first draw.
@@ -75,12 +78,33 @@ pub(super) struct Block {
 }
 
 impl<L: Link> Session<'_, L> {
-    fn worker(&mut self, arm: ArmId) -> &mut L {
-        if arm.in_candidate() {
-            self.candidate
+    /// A request to the worker of `arm` with the other arm's worker stopped whole, so that
+    /// nothing of it runs meanwhile (work the candidate left running would slow the reference);
+    /// the control arm, which the candidate's worker runs, has what the candidate started
+    /// beside its worker stopped.
+    pub(super) fn alone<C: Command>(
+        &mut self,
+        arm: ArmId,
+        body: C,
+        deadline: Duration,
+    ) -> Result<Reply<C::Reply>, Failure> {
+        let (worker, other) = if arm.in_candidate() {
+            (&mut *self.candidate, &mut *self.reference)
         } else {
-            self.reference
+            (&mut *self.reference, &mut *self.candidate)
+        };
+        let started = Instant::now();
+        other.pause(Pause::All);
+        if arm == ArmId::Control {
+            worker.pause(Pause::Beside);
         }
+        let paused = started.elapsed();
+        let reply = worker.request(body, deadline);
+        let resumed = Instant::now();
+        worker.resume();
+        other.resume();
+        self.spent.pause_s += (paused + resumed.elapsed()).as_secs_f64();
+        reply
     }
 
     /// A timing request to one arm; the reference's own errors are not the submission's fault,
@@ -91,7 +115,7 @@ impl<L: Link> Session<'_, L> {
         body: C,
         deadline: Duration,
     ) -> Result<C::Reply, Failed> {
-        match (self.worker(arm).request(body, deadline), arm) {
+        match (self.alone(arm, body, deadline), arm) {
             (Ok(Reply::Ok(v)), _) => Ok(v),
             (Ok(Reply::Err(e)), ArmId::Eager | ArmId::Compiled) => {
                 Err(Cause::ReferenceError(ReferenceStep::Timing, e))
@@ -182,13 +206,22 @@ impl<L: Link> Session<'_, L> {
         self.gpu?.lock().ok()?.max_sm_mhz().ok()
     }
 
-    /// Time both arms in the run's mode; the checks it runs on the way go to `checks`.
+    /// Time both arms in the run's mode; the checks it runs on the way go to `checks`, with the
+    /// census of what the candidate ran beside its worker meanwhile (`beside`).
     pub fn run(&mut self, checks: &mut Vec<Check>) -> Result<Timing, Failed> {
+        let before = self.candidate.beside();
+        let started = Instant::now();
         let mut timing = match self.config.mode {
             Mode::KernelBench => self.kernelbench(),
             Mode::Server => self.server(),
             Mode::Offline => self.offline(checks),
         }?;
+        let after = self.candidate.beside();
+        let (check, cheat) = beside::judge(&before, &after, started.elapsed().as_secs_f64());
+        merge_check(checks, check);
+        if let Some(why) = cheat {
+            return Err(Cause::WorkBeside(why));
+        }
         timing.cpu = self.cpu;
         Ok(timing)
     }

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::link::Link;
+use super::link::{Link, Pause};
 use super::process::Failure;
 use super::protocol::{Reply, WorkerError};
 use super::request::Request;
+use super::tree::Beside;
 
 /// What the script answers to one request.
 pub type Answer = Result<Reply, Failure>;
@@ -22,6 +23,14 @@ pub struct Scripted<F: FnMut(&Request) -> Answer> {
     pub killed: bool,
     /// Whether a request was answered with an error.
     pub erred: bool,
+    /// Requests answered while the worker was paused (`Link::pause`): none should be.
+    pub while_paused: usize,
+    /// Whether it is paused now.
+    pub paused: bool,
+    /// Times it was paused.
+    pub pauses: usize,
+    /// What `Link::beside` reports: processes it started beside its own.
+    pub beside: Vec<Beside>,
 }
 
 impl<F: FnMut(&Request) -> Answer> Scripted<F> {
@@ -31,6 +40,10 @@ impl<F: FnMut(&Request) -> Answer> Scripted<F> {
             sent: Vec::new(),
             killed: false,
             erred: false,
+            while_paused: 0,
+            paused: false,
+            pauses: 0,
+            beside: Vec::new(),
         }
     }
 
@@ -47,6 +60,7 @@ impl<F: FnMut(&Request) -> Answer> Link for Scripted<F> {
         }
         let answer = (self.script)(&request);
         self.sent.push(request);
+        self.while_paused += usize::from(self.paused);
         if answer.is_err() {
             self.killed = true;
         }
@@ -60,6 +74,19 @@ impl<F: FnMut(&Request) -> Answer> Link for Scripted<F> {
 
     fn kill(&mut self) {
         self.killed = true;
+    }
+
+    fn pause(&mut self, scope: Pause) {
+        self.paused |= scope == Pause::All;
+        self.pauses += 1;
+    }
+
+    fn resume(&mut self) {
+        self.paused = false;
+    }
+
+    fn beside(&self) -> Vec<Beside> {
+        self.beside.clone()
     }
 
     fn clean(&self) -> bool {

@@ -6,6 +6,16 @@ use std::time::Duration;
 use super::process::Failure;
 use super::protocol::Reply;
 use super::request::{Command, Request};
+use super::tree::Beside;
+
+/// Which of a worker's processes `Link::pause` stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pause {
+    /// The worker and everything it started.
+    All,
+    /// What it started beside its own processes (forked, detached); the worker runs on.
+    Beside,
+}
 
 /// The conversation with one worker.
 pub trait Link {
@@ -18,6 +28,14 @@ pub trait Link {
 
     /// Kill the worker (and everything it started).
     fn kill(&mut self);
+    /// Stop the processes of the worker that `scope` names until `resume`: nothing of it runs
+    /// while the other arm is timed or checked.
+    fn pause(&mut self, scope: Pause);
+    /// Continue what `pause` stopped.
+    fn resume(&mut self);
+    /// The processes the worker started beside its own (forked, detached), with the CPU time
+    /// each spent and whether it holds the GPU.
+    fn beside(&self) -> Vec<Beside>;
 
     /// Whether it still runs and answered every request so far without an error (a failure or
     /// an error reply): what a worker must be to serve another evaluation.
@@ -55,6 +73,15 @@ impl<L: Link + ?Sized> Link for &mut L {
 
     fn kill(&mut self) {
         (**self).kill()
+    }
+    fn pause(&mut self, scope: Pause) {
+        (**self).pause(scope)
+    }
+    fn resume(&mut self) {
+        (**self).resume()
+    }
+    fn beside(&self) -> Vec<Beside> {
+        (**self).beside()
     }
 
     fn clean(&self) -> bool {

@@ -10,8 +10,9 @@ pub mod request;
 mod schema;
 mod seed;
 mod streams;
+pub mod tree;
 
-pub use link::Link;
+pub use link::{Link, Pause};
 pub use process::{Failure, Spawn, Worker};
 pub use protocol::{ErrorKind, Reply, WorkerError};
 pub use seed::derive_seed;

@@ -13,13 +13,17 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::link::Link;
+use super::link::{Link, Pause};
 use super::protocol::{self, Reply};
 use super::request::{Exit, Request};
 use super::streams::{drain, pipe, read_replies, Stop};
+use super::tree::{self, Beside};
 
 /// How often a request's wait looks whether the worker's process has ended.
 const EXIT_CHECK: Duration = Duration::from_millis(100);
+/// How long the processes of a killed worker's PID namespace may take to end (the kernel kills
+/// and reaps them all before its init ends) before the worker counts as not gone.
+const NAMESPACE_END: Duration = Duration::from_secs(30);
 /// How long the reader of a worker whose process has ended may take to hand over what it wrote
 /// before it ended (already in the pipe).
 const LAST_WORDS: Duration = Duration::from_millis(200);
@@ -85,6 +89,10 @@ pub struct Worker {
     drains: Vec<JoinHandle<()>>,
     /// Tells its readers it is gone (`kill`).
     stop: Stop,
+    /// Every process of it is known to have ended, its PID namespace's too (`kill`).
+    gone: bool,
+    /// The processes `pause` stopped, for `resume`.
+    paused: Vec<u32>,
 }
 
 impl Worker {
@@ -170,6 +178,8 @@ impl Worker {
             stop,
             key,
             clean: true,
+            gone: false,
+            paused: Vec::new(),
         })
     }
 
@@ -228,8 +238,10 @@ impl Worker {
         describe(status)
     }
 
-    /// Ask the worker to exit, then make sure it and its children are gone.
-    pub fn finish(mut self) {
+    /// Ask the worker to exit, then make sure it and its children are gone. Whether every process
+    /// it started is known to have ended (a confined worker's whole PID namespace, detached
+    /// processes included): until then nothing it could touch may serve another evaluation.
+    pub fn finish(mut self) -> bool {
         let _ = self.requests.as_mut().map(|f| {
             let line = protocol::request(&Request::Exit(Exit {}), &protocol::nonce()) + "\n";
             f.write_all(line.as_bytes())
@@ -238,6 +250,24 @@ impl Worker {
         for d in self.drains.drain(..) {
             let _ = d.join();
         }
+        self.gone
+    }
+
+    /// The processes that are the worker itself: the one started and, where that is the
+    /// sandbox's `unshare`, the init of its PID namespace (the worker's Python).
+    fn own(&self) -> Vec<u32> {
+        let root = self.child.id();
+        let mut own = vec![root];
+        let inner = std::fs::read_to_string(format!("/proc/{root}/task/{root}/children"))
+            .unwrap_or_default();
+        let mut kids = inner.split_whitespace().filter_map(|c| c.parse().ok());
+        if let (Some(only), None) = (kids.next(), kids.next()) {
+            let ns = |pid: u32| std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok();
+            if ns(only).is_some() && ns(only) != ns(root) {
+                own.push(only);
+            }
+        }
+        own
     }
 }
 
@@ -248,29 +278,45 @@ impl Link for Worker {
         reply
     }
 
-    /// The process that runs the worker's Python: the one started, or, where that was a
-    /// launcher (the sandbox's `unshare`, `sh`), the innermost of its only children.
+    /// The process that runs the worker's Python: the one started, or, where that is the
+    /// sandbox's `unshare`, the init of its PID namespace (never a process the worker forked).
     fn python_pid(&self) -> u32 {
-        let mut pid = self.child.id();
-        loop {
-            let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-                .unwrap_or_default();
-            let mut ids = children.split_whitespace().filter_map(|c| c.parse().ok());
-            match (ids.next(), ids.next()) {
-                (Some(only), None) => pid = only,
-                _ => return pid,
-            }
-        }
+        *self
+            .own()
+            .last()
+            .expect("the worker's own processes start with the one started")
     }
 
-    /// Kill the worker's whole process group (a submission may have forked) and reap it.
+    fn pause(&mut self, scope: Pause) {
+        let spared = match scope {
+            Pause::All => Vec::new(),
+            Pause::Beside => self.own(),
+        };
+        let stopped = tree::stop(self.child.id(), &spared);
+        self.paused.extend(stopped);
+    }
+
+    fn resume(&mut self) {
+        tree::resume(&std::mem::take(&mut self.paused));
+    }
+
+    fn beside(&self) -> Vec<Beside> {
+        tree::census(self.child.id(), &self.own())
+    }
+
+    /// Kill the worker's whole process group (a submission may have forked) and reap it; a
+    /// confined worker's PID namespace (processes that left the group too) is awaited until its
+    /// init has ended, which it does only after every other process of it (`gone`).
     fn kill(&mut self) {
         let pgid = self.child.id() as libc::pid_t;
+        let init = tree::namespace_init(self.child.id());
         // SAFETY: plain syscall on the group this worker leads.
         unsafe {
             libc::killpg(pgid, libc::SIGKILL);
         }
         let _ = self.child.wait();
+        self.paused.clear();
+        self.gone = init.is_none_or(|init| tree::ended(&init, NAMESPACE_END));
         self.requests = None;
         self.clean = false;
         self.stop.set();
@@ -469,6 +515,8 @@ mod tests {
             assert_eq!(held.len(), 4, "{held:?}");
             assert!(held.iter().all(|p| seen.insert(p.clone())), "{pipes:?}");
         }
-        workers.into_iter().for_each(Worker::finish);
+        for w in workers {
+            w.finish();
+        }
     }
 }

@@ -226,6 +226,51 @@ mod session {
         );
     }
 
+    /// Every request of the session reaches its worker while the other arm's worker is stopped
+    /// whole; the candidate's processes beside its worker are counted (`runtime.processes`), and
+    /// one that holds the GPU makes the evaluation a cheat.
+    #[test]
+    fn each_arm_runs_with_the_other_stopped_and_work_beside_the_worker_is_cheat() {
+        use crate::worker::tree::Beside;
+        let config = cpu_config();
+        for gpu in [false, true] {
+            let mut reference = Scripted::new(worker(1.0, 0.0));
+            let mut candidate = Scripted::new(worker(1.0, 0.0));
+            candidate.beside = vec![Beside {
+                pid: 42,
+                name: "python3".into(),
+                cpu_s: 0.0,
+                gpu,
+            }];
+            let mut checks = Vec::new();
+            let timing = Session {
+                config: &config,
+                reference: &mut reference,
+                candidate: &mut candidate,
+                gpu: None,
+                cpu: None,
+                seed_base: 7,
+                kept_files: None,
+                spent: Spent::default(),
+            }
+            .run(&mut checks);
+            assert_eq!((reference.while_paused, candidate.while_paused), (0, 0));
+            assert_eq!(reference.pauses, candidate.sent.len(), "{gpu}");
+            assert_eq!(candidate.pauses, reference.sent.len(), "{gpu}");
+            assert!(!reference.paused && !candidate.paused);
+            match (gpu, timing) {
+                (false, Ok(_)) => {
+                    assert_eq!(outcome(&checks, "runtime.processes"), Outcome::Pass)
+                }
+                (true, Err(Cause::WorkBeside(why))) => {
+                    assert!(why.contains("hold the GPU (pid 42 python3)"), "{why}");
+                    assert_eq!(outcome(&checks, "runtime.processes"), Outcome::Fail);
+                }
+                (_, other) => panic!("gpu {gpu}: {other:?}"),
+            }
+        }
+    }
+
     #[test]
     fn a_candidate_twice_as_slow_reads_slower_around_a_half() {
         let (timing, checks, _) = timed(worker(2.0, 0.0));
