@@ -81,7 +81,8 @@ impl<L: Link> Session<'_, L> {
     /// A request to the worker of `arm` with the other arm's worker stopped whole, so that
     /// nothing of it runs meanwhile (work the candidate left running would slow the reference);
     /// the control arm, which the candidate's worker runs, has what the candidate started
-    /// beside its worker stopped.
+    /// beside its worker stopped. The other worker stays stopped until a request is its own (or
+    /// the session ends: `run`), so consecutive requests to one worker stop nothing again.
     pub(super) fn alone<C: Command>(
         &mut self,
         arm: ArmId,
@@ -94,6 +95,7 @@ impl<L: Link> Session<'_, L> {
             (&mut *self.reference, &mut *self.candidate)
         };
         let started = Instant::now();
+        worker.resume();
         other.pause(Pause::All);
         if arm == ArmId::Control {
             worker.pause(Pause::Beside);
@@ -101,8 +103,9 @@ impl<L: Link> Session<'_, L> {
         let paused = started.elapsed();
         let reply = worker.request(body, deadline);
         let resumed = Instant::now();
-        worker.resume();
-        other.resume();
+        if arm == ArmId::Control {
+            worker.resume();
+        }
         self.spent.pause_s += (paused + resumed.elapsed()).as_secs_f64();
         reply
     }
@@ -162,9 +165,10 @@ impl<L: Link> Session<'_, L> {
             keep: Some(draws.keep),
             ..Time::default()
         };
-        let started = Instant::now();
+        // The block's own wall time: stopping and continuing the other worker is kbench's.
+        let (started, paused) = (Instant::now(), self.spent.pause_s);
         let reply = self.ask(arm, request, self.config.timeouts.call)?;
-        let wall_ms = started.elapsed().as_secs_f64() * 1e3;
+        let wall_ms = (started.elapsed().as_secs_f64() - (self.spent.pause_s - paused)) * 1e3;
         let samples = samples_of(&reply)?;
         let burst_used = reply
             .burst
@@ -211,11 +215,14 @@ impl<L: Link> Session<'_, L> {
     pub fn run(&mut self, checks: &mut Vec<Check>) -> Result<Timing, Failed> {
         let before = self.candidate.beside();
         let started = Instant::now();
-        let mut timing = match self.config.mode {
+        let timed = match self.config.mode {
             Mode::KernelBench => self.kernelbench(),
             Mode::Server => self.server(),
             Mode::Offline => self.offline(checks),
-        }?;
+        };
+        self.reference.resume();
+        self.candidate.resume();
+        let mut timing = timed?;
         let after = self.candidate.beside();
         let (check, cheat) = beside::judge(&before, &after, started.elapsed().as_secs_f64());
         merge_check(checks, check);

@@ -29,9 +29,9 @@ pub trait Link {
     /// Kill the worker (and everything it started).
     fn kill(&mut self);
     /// Stop the processes of the worker that `scope` names until `resume`: nothing of it runs
-    /// while the other arm is timed or checked.
+    /// while the other arm is timed or checked. Nothing more while it is stopped already.
     fn pause(&mut self, scope: Pause);
-    /// Continue what `pause` stopped.
+    /// Continue what `pause` stopped, if anything.
     fn resume(&mut self);
     /// The processes the worker started beside its own (forked, detached), with the CPU time
     /// each spent and whether it holds the GPU.

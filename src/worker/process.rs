@@ -288,12 +288,14 @@ impl Link for Worker {
     }
 
     fn pause(&mut self, scope: Pause) {
+        if !self.paused.is_empty() {
+            return; // stopped already
+        }
         let spared = match scope {
             Pause::All => Vec::new(),
             Pause::Beside => self.own(),
         };
-        let stopped = tree::stop(self.child.id(), &spared);
-        self.paused.extend(stopped);
+        self.paused = tree::stop(self.child.id(), &spared);
     }
 
     fn resume(&mut self) {
