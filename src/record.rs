@@ -548,8 +548,8 @@ pub struct Phases {
     pub output_checks_s: f64,
     #[serde(default)]
     pub process_check_s: f64,
-    /// Within `timing_s`: stopping and continuing the other arm's processes around each timing
-    /// request (`Link::pause`).
+    /// Within `timing_s`: stopping and continuing the processes the candidate started beside its
+    /// worker around each timing request (`Link::pause`).
     #[serde(default)]
     pub pause_s: f64,
     /// Ending the candidate's worker: its kill, and the wait until its PID namespace is empty.

@@ -15,7 +15,7 @@ use crate::nvml::{Gpu, Nvml, Telemetry};
 use crate::record::{merge_check, Check, Timing};
 use crate::verdict::{Cause, ReferenceStep};
 use crate::worker::request::{Command, Time, TimeSetup, TimingMode};
-use crate::worker::{Failure, Link, Pause, Reply};
+use crate::worker::{Failure, Link, Reply};
 
 /// Why timing (or another phase of an evaluation) ended early: the cause that decides the
 /// verdict.
@@ -54,7 +54,7 @@ pub struct Spent {
     pub output_checks_s: f64,
     /// The process check's set-up and rounds (`timing.process`).
     pub process_check_s: f64,
-    /// Stopping and continuing the other arm's processes around each request (`alone`).
+    /// Stopping and continuing the candidate's processes beside its worker (`alone`).
     pub pause_s: f64,
 }
 
@@ -78,36 +78,29 @@ pub(super) struct Block {
 }
 
 impl<L: Link> Session<'_, L> {
-    /// A request to the worker of `arm` with the other arm's worker stopped whole, so that
-    /// nothing of it runs meanwhile (work the candidate left running would slow the reference);
-    /// the control arm, which the candidate's worker runs, has what the candidate started
-    /// beside its worker stopped. The other worker stays stopped until a request is its own (or
-    /// the session ends: `run`), so consecutive requests to one worker stop nothing again.
+    /// A request to the worker of `arm`. What the candidate started beside its worker (forked,
+    /// detached processes) is stopped whenever the request is not its own arm's, so it cannot
+    /// slow the reference or the control arm; the workers themselves are never stopped (their
+    /// threads are `runtime.thread_count`'s), so an honest candidate's timing is untouched.
     pub(super) fn alone<C: Command>(
         &mut self,
         arm: ArmId,
         body: C,
         deadline: Duration,
     ) -> Result<Reply<C::Reply>, Failure> {
-        let (worker, other) = if arm.in_candidate() {
-            (&mut *self.candidate, &mut *self.reference)
-        } else {
-            (&mut *self.reference, &mut *self.candidate)
-        };
         let started = Instant::now();
-        worker.resume();
-        other.pause(Pause::All);
-        if arm == ArmId::Control {
-            worker.pause(Pause::Beside);
+        if arm == ArmId::Candidate {
+            self.candidate.resume();
+        } else {
+            self.candidate.pause();
         }
-        let paused = started.elapsed();
-        let reply = worker.request(body, deadline);
-        let resumed = Instant::now();
-        if arm == ArmId::Control {
-            worker.resume();
-        }
-        self.spent.pause_s += (paused + resumed.elapsed()).as_secs_f64();
-        reply
+        self.spent.pause_s += started.elapsed().as_secs_f64();
+        let worker = if arm.in_candidate() {
+            &mut *self.candidate
+        } else {
+            &mut *self.reference
+        };
+        worker.request(body, deadline)
     }
 
     /// A timing request to one arm; the reference's own errors are not the submission's fault,
@@ -220,7 +213,6 @@ impl<L: Link> Session<'_, L> {
             Mode::Server => self.server(),
             Mode::Offline => self.offline(checks),
         };
-        self.reference.resume();
         self.candidate.resume();
         let mut timing = timed?;
         let after = self.candidate.beside();

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::link::{Link, Pause};
+use super::link::Link;
 use super::process::Failure;
 use super::protocol::{Reply, WorkerError};
 use super::request::Request;
@@ -23,7 +23,7 @@ pub struct Scripted<F: FnMut(&Request) -> Answer> {
     pub killed: bool,
     /// Whether a request was answered with an error.
     pub erred: bool,
-    /// Requests answered while the worker was paused (`Link::pause`): none should be.
+    /// Requests answered while what it started beside was stopped (`Link::pause`).
     pub while_paused: usize,
     /// Whether it is paused now.
     pub paused: bool,
@@ -76,8 +76,8 @@ impl<F: FnMut(&Request) -> Answer> Link for Scripted<F> {
         self.killed = true;
     }
 
-    fn pause(&mut self, scope: Pause) {
-        self.paused |= scope == Pause::All;
+    fn pause(&mut self) {
+        self.paused = true;
         self.pauses += 1;
     }
 

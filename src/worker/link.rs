@@ -8,15 +8,6 @@ use super::protocol::Reply;
 use super::request::{Command, Request};
 use super::tree::Beside;
 
-/// Which of a worker's processes `Link::pause` stops.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pause {
-    /// The worker and everything it started.
-    All,
-    /// What it started beside its own processes (forked, detached); the worker runs on.
-    Beside,
-}
-
 /// The conversation with one worker.
 pub trait Link {
     /// Send one request and wait for its reply body, untyped. A failure (no answer in time, a
@@ -28,9 +19,9 @@ pub trait Link {
 
     /// Kill the worker (and everything it started).
     fn kill(&mut self);
-    /// Stop the processes of the worker that `scope` names until `resume`: nothing of it runs
-    /// while the other arm is timed or checked. Nothing more while it is stopped already.
-    fn pause(&mut self, scope: Pause);
+    /// Stop every process the worker started beside its own (forked, detached: not the worker
+    /// and its threads) until `resume`, and any started since the last `pause`.
+    fn pause(&mut self);
     /// Continue what `pause` stopped, if anything.
     fn resume(&mut self);
     /// The processes the worker started beside its own (forked, detached), with the CPU time
@@ -74,8 +65,8 @@ impl<L: Link + ?Sized> Link for &mut L {
     fn kill(&mut self) {
         (**self).kill()
     }
-    fn pause(&mut self, scope: Pause) {
-        (**self).pause(scope)
+    fn pause(&mut self) {
+        (**self).pause()
     }
     fn resume(&mut self) {
         (**self).resume()

@@ -12,7 +12,7 @@ mod seed;
 mod streams;
 pub mod tree;
 
-pub use link::{Link, Pause};
+pub use link::Link;
 pub use process::{Failure, Spawn, Worker};
 pub use protocol::{ErrorKind, Reply, WorkerError};
 pub use seed::derive_seed;

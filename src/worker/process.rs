@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::link::{Link, Pause};
+use super::link::Link;
 use super::protocol::{self, Reply};
 use super::request::{Exit, Request};
 use super::streams::{drain, pipe, read_replies, Stop};
@@ -287,15 +287,14 @@ impl Link for Worker {
             .expect("the worker's own processes start with the one started")
     }
 
-    fn pause(&mut self, scope: Pause) {
-        if !self.paused.is_empty() {
-            return; // stopped already
-        }
-        let spared = match scope {
-            Pause::All => Vec::new(),
-            Pause::Beside => self.own(),
-        };
-        self.paused = tree::stop(self.child.id(), &spared);
+    fn pause(&mut self) {
+        let spared: Vec<u32> = self
+            .own()
+            .into_iter()
+            .chain(self.paused.iter().copied())
+            .collect();
+        let stopped = tree::stop(self.child.id(), &spared);
+        self.paused.extend(stopped);
     }
 
     fn resume(&mut self) {
