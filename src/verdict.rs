@@ -103,9 +103,6 @@ pub enum Cause {
     Contract(String),
     /// A timed call's kept output is wrong where the trials' were right; the reason names it.
     TimedOutputWrong(String),
-    /// The candidate ran work of its own beside its worker while it was timed
-    /// (`runtime.processes`); the reason names the processes.
-    WorkBeside(String),
     /// A timing reply that holds no valid times: the worker is broken.
     MalformedTimes(String),
     /// The GPU stayed in slowdown: no clean timing rounds.
@@ -142,7 +139,7 @@ impl Cause {
             Cause::Unready(why) | Cause::Uncheckable(why) => (Verdict::Skipped, why.clone()),
             Cause::Wrong(why) => (Verdict::Incorrect, why.clone()),
             Cause::Contract(why) => (Verdict::Contract, why.clone()),
-            Cause::TimedOutputWrong(why) | Cause::WorkBeside(why) => (Verdict::Cheat, why.clone()),
+            Cause::TimedOutputWrong(why) => (Verdict::Cheat, why.clone()),
             Cause::MalformedTimes(why) => (Verdict::Crashed, why.clone()),
             Cause::NoCleanRounds => (
                 Verdict::Skipped,
@@ -576,11 +573,6 @@ mod tests {
                 "trial 1: max_abs_diff 3",
             ),
             (C::TimedOutputWrong(timed.into()), V::Cheat, timed),
-            (
-                C::WorkBeside("runtime.processes: work of its own outside the timed worker".into()),
-                V::Cheat,
-                "runtime.processes: work of its own",
-            ),
             (
                 C::Contract("trial 0: inputs.integrity: forward modified its input(s) [0]".into()),
                 V::Contract,

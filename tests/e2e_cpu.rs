@@ -216,6 +216,11 @@ fn fixtures_get_their_expected_verdicts_and_resume_continues() {
         .collect();
     assert!(stolen.is_empty(), "another's source was copied: {stolen:?}");
 
+    // Processes that burn the CPU while the candidate's worker is idle gain it nothing: they are
+    // stopped whenever the reference runs (unstopped, an honest ReLU read 1.79x FASTER).
+    let slowed = &evaluations(&out)["level1/19_ReLU/cheat_slow_reference_processes.py"]["timing"];
+    assert_ne!(slowed["label"], "faster", "{slowed}");
+
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     assert_eq!(csv.lines().count(), expected(&fixtures).len() + 1);
     let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();

@@ -1,25 +1,26 @@
-//! `runtime.processes`: what the candidate ran beside its worker while it was timed. Every
-//! process of the candidate is stopped while the other arm runs (`Session::ask`), so work
-//! beside the worker cannot slow the reference; this check names it: processes the candidate
-//! started (forked, detached) that spent CPU time during timing, or that hold the GPU, are work
-//! of its own outside the worker that kbench times, and the evaluation is `cheat`. Pure: the
-//! census comes in, the check and the reason go out.
+//! `runtime.processes`: what the candidate ran beside its worker while it was timed. What the
+//! candidate started beside its worker is stopped whenever the reference or the control arm
+//! runs (`Session::alone`), so it cannot slow them; this check says what there was: processes
+//! the candidate started (forked, detached) that spent CPU time during timing, or that hold the
+//! GPU's device files open. Evidence, not a verdict: torch.compile's own compile workers are
+//! such processes (on an H200, 32 of them held the device files of an honest level2/34 kernel,
+//! and one compiled for 0.32 s during level3/17's timing), and nothing from outside tells them
+//! from a submission's. Pure: the census comes in, the check goes out.
 
 use crate::record::{Check, Outcome};
 use crate::worker::tree::Beside;
 
 pub const NAME: &str = "runtime.processes";
 
-/// CPU seconds that processes beside the worker may spend during timing without counting as
-/// work: the bookkeeping of idle honest helpers (torch.compile's compile workers block on a
-/// pipe, waking once a minute), and stopping and continuing them, plus this share of the
+/// CPU seconds that processes beside the worker may spend during timing without a warning: the
+/// bookkeeping of idle helpers, and stopping and continuing them, plus this share of the
 /// timing's wall time.
 const FREE_CPU_S: f64 = 0.005;
 const FREE_SHARE: f64 = 0.01;
 
-/// The check of the census `before` and `after` timing (`wall_s` long), and the reason for
-/// `cheat` where the candidate worked beside its worker.
-pub fn judge(before: &[Beside], after: &[Beside], wall_s: f64) -> (Check, Option<String>) {
+/// The check of the census `before` and `after` timing (`wall_s` long): a warning where
+/// processes beside the worker worked or hold the GPU's device files.
+pub fn judge(before: &[Beside], after: &[Beside], wall_s: f64) -> Check {
     let spent: Vec<(&Beside, f64)> = after
         .iter()
         .map(|p| {
@@ -33,17 +34,17 @@ pub fn judge(before: &[Beside], after: &[Beside], wall_s: f64) -> (Check, Option
     let cpu: f64 = spent.iter().map(|(_, s)| s).sum();
     let gpu: Vec<&Beside> = after.iter().filter(|p| p.gpu).collect();
     let listed = |ps: &mut dyn Iterator<Item = String>| ps.take(4).collect::<Vec<_>>().join(", ");
-    let mut why = Vec::new();
+    let mut worked = Vec::new();
     if !gpu.is_empty() {
-        why.push(format!(
-            "{} process(es) beside the worker hold the GPU ({})",
+        worked.push(format!(
+            "{} process(es) beside the worker hold the GPU's device files ({})",
             gpu.len(),
             listed(&mut gpu.iter().map(|p| format!("pid {} {}", p.pid, p.name)))
         ));
     }
     if cpu > FREE_CPU_S + FREE_SHARE * wall_s {
-        why.push(format!(
-            "processes beside the worker spent {cpu:.2} s of CPU during {wall_s:.2} s of timing ({})",
+        worked.push(format!(
+            "processes beside the worker spent {cpu:.2} s of CPU during {wall_s:.2} s of timing, stopped whenever the other arm ran ({})",
             listed(
                 &mut spent
                     .iter()
@@ -52,27 +53,21 @@ pub fn judge(before: &[Beside], after: &[Beside], wall_s: f64) -> (Check, Option
             )
         ));
     }
-    let evidence = match (after.len(), why.is_empty()) {
-        (0, _) => "no process beside the worker".to_string(),
-        (n, true) => format!(
-            "{n} process(es) beside the worker, idle while timed ({cpu:.2} s of CPU), none holding the GPU"
+    let (outcome, evidence) = match (after.len(), worked.is_empty()) {
+        (0, _) => (Outcome::Pass, "no process beside the worker".to_string()),
+        (n, true) => (
+            Outcome::Pass,
+            format!("{n} process(es) beside the worker, idle while timed ({cpu:.2} s of CPU)"),
         ),
-        (_, false) => why.join("; "),
+        (_, false) => (Outcome::Warn, worked.join("; ")),
     };
-    let cheat = (!why.is_empty())
-        .then(|| format!("{NAME}: work of its own outside the timed worker: {evidence}"));
-    let check = Check {
+    Check {
         name: NAME.into(),
-        outcome: if cheat.is_some() {
-            Outcome::Fail
-        } else {
-            Outcome::Pass
-        },
+        outcome,
         evidence,
         seconds: 0.0,
         runs: 1,
-    };
-    (check, cheat)
+    }
 }
 
 #[cfg(test)]
@@ -89,7 +84,7 @@ mod tests {
     }
 
     #[test]
-    fn work_beside_the_worker_is_cheat_and_idle_helpers_are_not() {
+    fn work_beside_the_worker_is_named_and_idle_helpers_pass() {
         type Case = (&'static str, Vec<Beside>, Vec<Beside>, Option<&'static str>);
         let cases: Vec<Case> = vec![
             ("none", vec![], vec![], None),
@@ -112,10 +107,10 @@ mod tests {
                 Some("pid 9 p9 2.50 s"),
             ),
             (
-                "a CUDA context of its own",
+                "the GPU's device files",
                 vec![],
                 vec![p(9, 0.0, true)],
-                Some("hold the GPU (pid 9 p9)"),
+                Some("hold the GPU's device files (pid 9 p9)"),
             ),
             (
                 "a pid reused by another process counts from zero",
@@ -127,19 +122,19 @@ mod tests {
                 Some("pid 7 p7 1.02 s"),
             ),
         ];
-        for (name, before, after, cheat) in cases {
-            let (check, why) = judge(&before, &after, 10.0);
+        for (name, before, after, warned) in cases {
+            let check = judge(&before, &after, 10.0);
             assert_eq!(check.name, NAME);
-            match cheat {
+            match warned {
                 Some(expected) => {
-                    let why = why.unwrap_or_else(|| panic!("{name}: not cheat"));
-                    assert!(why.contains(expected), "{name}: {why}");
-                    assert_eq!(check.outcome, Outcome::Fail, "{name}");
+                    assert_eq!(check.outcome, Outcome::Warn, "{name}");
+                    assert!(
+                        check.evidence.contains(expected),
+                        "{name}: {}",
+                        check.evidence
+                    );
                 }
-                None => {
-                    assert!(why.is_none(), "{name}: {why:?}");
-                    assert_eq!(check.outcome, Outcome::Pass, "{name}");
-                }
+                None => assert_eq!(check.outcome, Outcome::Pass, "{name}: {}", check.evidence),
             }
         }
     }
