@@ -51,6 +51,7 @@ pub mod submission;
 pub mod task;
 pub mod taskfacts;
 pub mod timing;
+pub mod untrusted;
 pub mod verdict;
 pub mod worker;
 
