@@ -156,6 +156,14 @@ pub struct MergeArgs {
     /// Replace the merged run already in --out (a merge made again after a shard was rerun)
     #[arg(long)]
     pub replace: bool,
+    /// The seed file the shards ran with (`eval --seed-file`): each shard's results.json must
+    /// carry a MAC under a key derived from it, or the merge is refused
+    #[arg(long, value_name = "FILE", conflicts_with = "unauthenticated")]
+    pub seed_file: Option<PathBuf>,
+    /// Merge shards whose records nothing authenticates (run with --seed N, a public seed): they
+    /// are taken as they are, and the merged record says so (`unauthenticated`)
+    #[arg(long)]
+    pub unauthenticated: bool,
 }
 
 #[derive(Debug, Args)]

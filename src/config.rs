@@ -13,6 +13,7 @@ use crate::cli::{
 use crate::error::{Error, Result};
 use crate::probe::Probe;
 use crate::record::RecordedConfig;
+use crate::record_mac::RecordKey;
 use crate::sandbox;
 use crate::shard::Shard;
 
@@ -129,6 +130,9 @@ pub struct Config {
     pub seed_given: bool,
     /// `--seed-file`: the seed's SHA-256, recorded instead of the seed.
     pub seed_sha256: Option<String>,
+    /// `--seed-file`: the key derived from the seed that results.json is sealed with
+    /// (`record_mac`), so `kbench merge --seed-file` can authenticate it.
+    pub record_key: Option<RecordKey>,
     pub scale: Option<String>,
     pub sets: Map<String, Value>,
     pub timeouts: Timeouts,
@@ -353,7 +357,7 @@ fn parse_set(raw: &str) -> Result<(String, Value)> {
 }
 
 /// `--seed-file`: a decimal number (e.g. from `od -An -N8 -tu8 /dev/urandom`).
-fn read_seed(path: &Path) -> Result<u64> {
+pub fn read_seed(path: &Path) -> Result<u64> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
     text.trim().parse().map_err(|_| {
         Error::Usage(format!(
@@ -370,6 +374,8 @@ struct Seed {
     given: bool,
     /// `--seed-file`: the seed's SHA-256, recorded instead of the seed.
     sha256: Option<String>,
+    /// `--seed-file`: the key the run's records are sealed with.
+    key: Option<RecordKey>,
 }
 
 /// `--seed`, else `--seed-file`, else a secret seed from the OS; a shard needs one of the two.
@@ -387,6 +393,7 @@ fn seed(args: &EvalArgs) -> Result<Seed> {
         }),
         given: args.seed.is_some(),
         sha256: from_file.map(seed_sha256),
+        key: from_file.map(RecordKey::from_seed),
     })
 }
 
@@ -411,7 +418,7 @@ impl From<SandboxArg> for sandbox::Mode {
 }
 
 /// What a record holds of a seed from a file: enough to tell two seeds apart, not to find one.
-fn seed_sha256(seed: u64) -> String {
+pub fn seed_sha256(seed: u64) -> String {
     use sha2::{Digest, Sha256};
     format!("{:x}", Sha256::digest(format!("kbench seed {seed}")))
 }
@@ -481,6 +488,7 @@ impl Config {
             seed: seed.value,
             seed_given: seed.given,
             seed_sha256: seed.sha256,
+            record_key: seed.key,
             scale: args.scale.clone().filter(|s| s != "full"),
             sets,
             timeouts,

@@ -38,6 +38,7 @@ pub mod pipeline;
 pub mod probe;
 pub mod published;
 pub mod record;
+pub mod record_mac;
 pub mod reference_ops;
 pub mod report;
 pub mod sandbox;

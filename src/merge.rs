@@ -1,12 +1,24 @@
 //! `kbench merge`: the run records of the shards of one run (`eval --shard I/N`) joined into
-//! one, after checking that they are one run's: the same settings and seed, the same
-//! submission count, each shard once and complete. A refusal says whether the shards are one
-//! run's but unfinished (`Refusal::Unfinished`: later it will merge) or not one run's at all.
+//! one, after checking that each record is its run's (`authenticate`: the MAC under the key of
+//! the run's `--seed-file` seed, `record_mac`) and that they are one run's: the same settings and
+//! seed, the same submission count, each shard once and complete. A refusal says whether the
+//! shards are one run's but unfinished (`Refusal::Unfinished`: later it will merge) or not (one
+//! run's, all of them, authenticated) at all. The shards' logs are copied only from inside each
+//! shard's folder, through no link (`copy_logs`, over `untrusted`).
 
 use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::record::RunRecord;
+use crate::record_mac::{RecordKey, Unsealed};
+use crate::untrusted;
+
+/// The record's file in each shard's folder.
+const RECORD: &str = "results.json";
+/// The most a shard's record may hold: far above any run's, far below a machine's memory.
+const RECORD_CAP: u64 = 1 << 30;
+/// The most a log copied in may hold (workers' logs are capped at 4 MiB, `worker::streams`).
+const LOG_CAP: u64 = 16 << 20;
 
 /// Why shards were not merged.
 #[derive(Debug, PartialEq)]
@@ -14,7 +26,8 @@ pub enum Refusal {
     /// One run's shards, some of them not finished yet (or not started): a merge after they
     /// finish will succeed.
     Unfinished(String),
-    /// Not the shards of one run, or not all of them: no later merge of these folders succeeds.
+    /// Not the shards of one run, not all of them, or not authenticated as its: no later merge
+    /// of these folders succeeds.
     Mismatch(String),
 }
 
@@ -22,6 +35,71 @@ impl From<Refusal> for Error {
     fn from(refusal: Refusal) -> Error {
         let (Refusal::Unfinished(why) | Refusal::Mismatch(why)) = refusal;
         Error::Usage(format!("merge the runs: {why}"))
+    }
+}
+
+/// What merge takes a shard's record on.
+pub enum Trust {
+    /// `--seed-file`: the run's seed, whose key each record's MAC must verify under, and its
+    /// SHA-256 (to say when a record names another seed file).
+    Seed { key: RecordKey, sha256: String },
+    /// `--unauthenticated`: records taken as they are (the merged record says so).
+    Unauthenticated,
+    /// Neither: nothing authenticates a record, so none is taken.
+    Nothing,
+}
+
+impl Trust {
+    /// `--seed-file`'s seed (None: `--unauthenticated` when `unauthenticated`, else neither).
+    pub fn new(seed: Option<u64>, unauthenticated: bool) -> Trust {
+        match seed {
+            Some(seed) => Trust::Seed {
+                key: RecordKey::from_seed(seed),
+                sha256: crate::config::seed_sha256(seed),
+            },
+            None if unauthenticated => Trust::Unauthenticated,
+            None => Trust::Nothing,
+        }
+    }
+}
+
+/// The bytes of shard `name`'s record (`file`, results.json) that merge may read: under
+/// `Trust::Seed` the record its MAC authenticates, under `Trust::Unauthenticated` the file as it
+/// is. A refusal names the shard, why, and what to do.
+pub fn authenticate(
+    name: &str,
+    file: &[u8],
+    trust: &Trust,
+) -> std::result::Result<Vec<u8>, Refusal> {
+    let refuse = |why: String| Err(Refusal::Mismatch(format!("{name}: {why}")));
+    // What the record says of its seed: unauthenticated, so it only words the refusal.
+    let claimed = serde_json::from_slice::<serde_json::Value>(file).ok();
+    let claim = |field: &str| claimed.as_ref().map(|r| r["config"][field].clone());
+    let public_seed = claim("seed").is_some_and(|seed| seed.is_u64());
+    if public_seed && !matches!(trust, Trust::Unauthenticated) {
+        return refuse(
+            "it ran with --seed N, a public seed, so nothing authenticates its record: run the \
+             shards with --seed-file FILE and merge them with --seed-file FILE, or merge with \
+             --unauthenticated to take their records unchecked"
+                .into(),
+        );
+    }
+    match trust {
+        Trust::Unauthenticated => Ok(file.to_vec()),
+        Trust::Nothing => refuse(
+            "nothing authenticates its record: pass the seed file the shards ran with \
+             (--seed-file FILE)"
+                .into(),
+        ),
+        Trust::Seed { key, sha256 } => key.open(file).or_else(|why| {
+            let other = claim("seed_sha256")
+                .and_then(|c| c.as_str().map(str::to_string))
+                .filter(|claimed| why == Unsealed::Forged && claimed != sha256)
+                .map_or(String::new(), |_| {
+                    "; it names another seed file than --seed-file's (seed_sha256 differs)".into()
+                });
+            refuse(format!("its {RECORD} {why}{other}"))
+        }),
     }
 }
 
@@ -106,28 +184,48 @@ pub fn merge(
 }
 
 /// Copy every evaluation's logs from its shard's folder into `out`, at the same relative paths,
-/// so the merged folder's reports link to files inside it. A log that is gone is left out.
-pub fn copy_logs(shards: &[(std::path::PathBuf, RunRecord)], out: &Path) -> Result<()> {
+/// so the merged folder's reports link to files inside it. A log that is gone is left out. A log
+/// that is not a plain relative path (absolute, `..`), that lies through a symbolic link, that
+/// is not a regular file or is over `LOG_CAP`, or whose place in `out` is taken, is not copied:
+/// each such is returned, saying why, for the caller to warn of.
+pub fn copy_logs(shards: &[(std::path::PathBuf, RunRecord)], out: &Path) -> Result<Vec<String>> {
+    let mut skipped = Vec::new();
     for (dir, record) in shards {
         for log in record.evaluations.iter().flat_map(|e| &e.logs) {
-            let (from, to) = (dir.join(log), out.join(log));
-            if !from.is_file() {
-                continue;
+            if let Some(why) = copy_log(dir, Path::new(log), out)? {
+                skipped.push(format!("{}: log {log:?} not copied: {why}", dir.display()));
             }
-            if let Some(parent) = to.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| Error::write(parent, e))?;
-            }
-            std::fs::copy(&from, &to).map_err(|e| Error::write(&to, e))?;
         }
     }
-    Ok(())
+    Ok(skipped)
 }
 
-/// Read one shard's `results.json` from its output folder.
-pub fn read_run(dir: &Path) -> Result<RunRecord> {
-    let path = dir.join("results.json");
-    let bytes = std::fs::read(&path).map_err(|e| Error::read(&path, e))?;
-    crate::report::json::parse(&bytes)
+/// Copy the log `rel` from `dir` into `out`; the refusal, when `untrusted` refused to read or
+/// create it (a log that is gone is no refusal, nor copied).
+fn copy_log(dir: &Path, rel: &Path, out: &Path) -> Result<Option<std::io::Error>> {
+    use std::io::ErrorKind::{AlreadyExists, InvalidData, InvalidInput, NotFound};
+    let refused =
+        |e: &std::io::Error| matches!(e.kind(), AlreadyExists | InvalidData | InvalidInput);
+    let bytes = match untrusted::read_regular_beneath(dir, rel, LOG_CAP) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == NotFound => return Ok(None),
+        Err(e) if refused(&e) => return Ok(Some(e)),
+        Err(e) => return Err(Error::read(dir.join(rel), e)),
+    };
+    match untrusted::create_new_beneath(out, rel, &bytes) {
+        Ok(()) => Ok(None),
+        Err(e) if refused(&e) => Ok(Some(e)),
+        Err(e) => Err(Error::write(out.join(rel), e)),
+    }
+}
+
+/// Read one shard's `results.json` from its output folder (a regular file, no link), taken as
+/// `trust` allows.
+pub fn read_run(dir: &Path, trust: &Trust) -> Result<RunRecord> {
+    let bytes = untrusted::read_regular_beneath(dir, Path::new(RECORD), RECORD_CAP)
+        .map_err(|e| Error::read(dir.join(RECORD), e))?;
+    let json = authenticate(&dir.display().to_string(), &bytes, trust)?;
+    crate::report::json::parse(&json)
 }
 
 #[cfg(test)]
@@ -135,6 +233,7 @@ mod tests {
     use super::*;
     use crate::report::tests::sample_record;
     use crate::shard::Shard;
+    use std::os::unix::fs::symlink;
 
     /// The sample record split into `count` complete shards with a shared seed.
     fn shards(count: u32) -> Vec<(String, RunRecord)> {
@@ -236,5 +335,161 @@ mod tests {
             "{names:?}"
         );
         assert!(names[1].starts_with("trials "), "{names:?}");
+    }
+
+    /// `record`'s results.json as a run with `seed` in a seed file writes it, unsealed.
+    fn from_seed_file(mut record: RunRecord, seed: u64) -> Vec<u8> {
+        record.config.seed = None;
+        record.config.seed_sha256 = Some(crate::config::seed_sha256(seed));
+        crate::report::json::render(&record).unwrap()
+    }
+
+    #[test]
+    fn a_shard_record_is_taken_only_as_its_mac_allows() {
+        let record = shards(1).remove(0).1;
+        let json = from_seed_file(record.clone(), 7);
+        let sealed = RecordKey::from_seed(7).seal(&json);
+        // The attack: a failing row of a sealed record edited to pass.
+        let text = String::from_utf8(sealed.clone()).unwrap();
+        let edited = text.replacen("\"verdict\": \"incorrect\"", "\"verdict\": \"pass\"", 1);
+        assert_ne!(edited, text);
+        let other_run = RecordKey::from_seed(8).seal(&from_seed_file(record.clone(), 8));
+        let public = crate::report::json::render(&record).unwrap();
+        let seed = |s| Trust::new(Some(s), false);
+        // (a name, what the shard holds, how merge takes it, Ok or the refusal's words)
+        type Case<'a> = (&'a str, &'a [u8], Trust, Result<(), &'a str>);
+        let cases: [Case; 8] = [
+            ("sealed", &sealed, seed(7), Ok(())),
+            (
+                "edited row",
+                edited.as_bytes(),
+                seed(7),
+                Err("a MAC that does not verify"),
+            ),
+            ("no MAC", &json, seed(7), Err("has no MAC")),
+            (
+                "another run's",
+                &other_run,
+                seed(7),
+                Err("another seed file"),
+            ),
+            (
+                "public seed",
+                &public,
+                seed(7),
+                Err("--seed N, a public seed"),
+            ),
+            (
+                "public, no flag",
+                &public,
+                Trust::new(None, false),
+                Err("--unauthenticated"),
+            ),
+            (
+                "sealed, no flag",
+                &sealed,
+                Trust::new(None, false),
+                Err("--seed-file FILE"),
+            ),
+            ("public, unchecked", &public, Trust::new(None, true), Ok(())),
+        ];
+        for (case, file, trust, expected) in cases {
+            match (authenticate("shard-0", file, &trust), expected) {
+                (Ok(json), Ok(())) => {
+                    crate::report::json::parse(&json).unwrap();
+                }
+                (Err(Refusal::Mismatch(why)), Err(words)) => {
+                    assert!(why.starts_with("shard-0: "), "{case}: {why}");
+                    assert!(why.contains(words), "{case}: {why}");
+                }
+                (got, _) => panic!("{case}: {got:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_shard_folder_without_an_authentic_record_is_refused_whole() {
+        let tmp = tempfile::tempdir().unwrap();
+        let json = from_seed_file(shards(1).remove(0).1, 7);
+        std::fs::write(tmp.path().join(RECORD), &json).unwrap();
+        let err = read_run(tmp.path(), &Trust::new(Some(7), false)).unwrap_err();
+        assert!(err.to_string().contains("has no MAC"), "{err}");
+        std::fs::write(
+            tmp.path().join("real.json"),
+            RecordKey::from_seed(7).seal(&json),
+        )
+        .unwrap();
+        std::fs::remove_file(tmp.path().join(RECORD)).unwrap();
+        symlink("real.json", tmp.path().join(RECORD)).unwrap();
+        let err = read_run(tmp.path(), &Trust::new(Some(7), false)).unwrap_err();
+        assert!(err.to_string().contains("a symbolic link"), "{err}");
+    }
+
+    #[test]
+    fn logs_are_copied_only_from_inside_the_shard_and_never_written_outside() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (shard, out) = (tmp.path().join("shard"), tmp.path().join("out"));
+        let outside = tmp.path().join("outside.log");
+        std::fs::create_dir_all(shard.join("logs")).unwrap();
+        std::fs::write(&outside, "secret").unwrap();
+        std::fs::write(shard.join("logs/ok.log"), "fine").unwrap();
+        symlink(&outside, shard.join("logs/link.log")).unwrap();
+        symlink(tmp.path(), shard.join("linked")).unwrap();
+        let fifo = std::ffi::CString::new(shard.join("logs/fifo.log").to_str().unwrap()).unwrap();
+        // SAFETY: `fifo` is a NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let mut record = sample_record();
+        let absolute = outside.display().to_string();
+        // (the log path a shard's record names, why it is not copied)
+        let refused = [
+            (absolute.as_str(), "not a plain relative path"),
+            ("../outside.log", "not a plain relative path"),
+            (
+                "logs/link.log",
+                "a symbolic link (not followed), not a regular file",
+            ),
+            (
+                "linked/outside.log",
+                "linked: a symbolic link (not followed), not a folder",
+            ),
+            ("logs/fifo.log", "a FIFO, not a regular file"),
+        ];
+        record.evaluations[0].logs = ["logs/ok.log", "logs/gone.log"]
+            .into_iter()
+            .chain(refused.iter().map(|(log, _)| *log))
+            .map(String::from)
+            .collect();
+        std::fs::create_dir(&out).unwrap();
+        let shards = [(shard.clone(), record)];
+        let skipped = copy_logs(&shards, &out).unwrap();
+        assert_eq!(skipped.len(), refused.len(), "{skipped:#?}");
+        for ((log, why), said) in refused.iter().zip(&skipped) {
+            assert!(said.contains(&format!("{log:?} not copied: ")), "{said}");
+            assert!(said.contains(why), "{said}");
+        }
+        assert_eq!(std::fs::read(out.join("logs/ok.log")).unwrap(), b"fine");
+        let written: Vec<_> = walkdir::WalkDir::new(&out).into_iter().collect();
+        assert_eq!(written.len(), 3, "out, logs, ok.log: {written:?}");
+        // Nothing written beside the shard and out, the file outside untouched.
+        let mut beside: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        beside.sort();
+        assert_eq!(beside, ["out", "outside.log", "shard"]);
+        assert_eq!(std::fs::read(&outside).unwrap(), b"secret");
+
+        // A link in the merged folder is not written through either.
+        let out = tmp.path().join("out2");
+        std::fs::create_dir(&out).unwrap();
+        symlink(&shard, out.join("logs")).unwrap();
+        let skipped = copy_logs(&shards, &out).unwrap();
+        assert!(
+            skipped
+                .iter()
+                .any(|s| s.contains("\"logs/ok.log\" not copied: logs: a symbolic link")),
+            "{skipped:#?}"
+        );
+        assert_eq!(std::fs::read(shard.join("logs/ok.log")).unwrap(), b"fine");
     }
 }

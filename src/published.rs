@@ -12,13 +12,15 @@ use crate::record::{Evaluation, RunRecord};
 pub use crate::record::{Published, PublishedRow};
 use crate::verdict::Verdict;
 
-pub fn write_csv(rows: &[PublishedRow], path: &Path) -> Result<()> {
-    let fail = |e: csv::Error| Error::Other(format!("write {}: {e}", path.display()));
-    let mut w = csv::Writer::from_path(path).map_err(fail)?;
+/// `published.csv`'s bytes: a header and a row per published result (`kbench import` writes it).
+pub fn render_csv(rows: &[PublishedRow]) -> Result<Vec<u8>> {
+    let fail = |e: csv::Error| Error::Other(format!("write published.csv: {e}"));
+    let mut w = csv::Writer::from_writer(Vec::new());
     for row in rows {
         w.serialize(row).map_err(fail)?;
     }
-    w.flush().map_err(|e| Error::write(path, e))
+    w.into_inner()
+        .map_err(|e| Error::Other(format!("write published.csv: {e}")))
 }
 
 /// Read `published.csv`; a malformed row is an error naming its line.
@@ -425,7 +427,7 @@ mod tests {
             row("level1/19_ReLU.py", Some(1.5), Some(true)),
             row("", None, None),
         ];
-        write_csv(&rows, &path).unwrap();
+        std::fs::write(&path, render_csv(&rows).unwrap()).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.starts_with("level,problem_id,submission,correct,speedup,"));
         assert!(text.contains("\n1,19,,,,score_default,,,\n"), "{text}");

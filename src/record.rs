@@ -48,6 +48,15 @@ pub struct RunRecord {
     /// `--shard I/N`: this record is one shard of a run (`kbench merge` joins them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<crate::shard::Shard>,
+    /// `kbench merge --unauthenticated`: the shards' records were merged without a MAC to
+    /// check (shards run with `--seed N`, a public seed), so any of their rows may have been
+    /// edited before the merge.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unauthenticated: bool,
+    /// The key results.json is sealed with each time it is written (`record_mac`): the run's,
+    /// when its seed came from `--seed-file`. Never written.
+    #[serde(skip)]
+    pub key: Option<crate::record_mac::RecordKey>,
 }
 
 /// What the run ran on: from the Python probe (torch, CUDA, GPUs) and NVML (driver).
@@ -104,7 +113,9 @@ pub struct RecordedConfig {
     /// None when the seed was secret.
     pub seed: Option<u64>,
     /// `--seed-file`: the SHA-256 of the seed, which stays secret (shards of one run must
-    /// agree on it).
+    /// agree on it). Such a run's results.json ends in a MAC under a key derived from the seed
+    /// (`record_mac`), which `kbench merge --seed-file` checks; a `--seed N` run's cannot be
+    /// authenticated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed_sha256: Option<String>,
     pub overrides: Value,

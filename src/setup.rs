@@ -179,7 +179,9 @@ pub fn start_record(
                 record.config.differences(&config.recorded()).join(", ")
             )));
         }
+        check_mac(config, &bytes)?;
         record.unmatched = unmatched;
+        record.key = config.record_key.clone();
         return Ok(record);
     }
     Ok(RunRecord {
@@ -194,6 +196,24 @@ pub fn start_record(
         published: None,
         command: std::env::args().collect(),
         shard,
+        unauthenticated: false,
+        key: config.record_key.clone(),
+    })
+}
+
+/// In a run with a seed file, a record to resume must authenticate under its key: resuming one
+/// that does not would seal an edit as the run's. (What `parse` read of it is what the MAC
+/// covers: the member after it holds the MAC alone.)
+fn check_mac(config: &Config, bytes: &[u8]) -> Result<()> {
+    let Some(key) = &config.record_key else {
+        return Ok(());
+    };
+    key.open(bytes).map(drop).map_err(|why| {
+        Error::Usage(format!(
+            "resume {}: its results.json {why} under this run's --seed-file; run it again in \
+             a new --out",
+            config.out.display()
+        ))
     })
 }
 

@@ -1,26 +1,189 @@
-//! Folders that submission code can write, or could write before (a build folder, a workspace),
-//! as the trusted side touches them: through descriptors, never by a path that a planted link
-//! could redirect. A folder is opened without following a link; its entries are reached from
-//! its descriptor (`openat`), each without following a link and without blocking (a FIFO
-//! planted in place of a file is seen and skipped, never read); only regular files are read.
-//! kbench keeps nothing it trusts in such a folder (its records live in its own folders).
+//! Files that something kbench does not trust could have placed, as the trusted side opens them:
+//! a shard's record and logs (`kbench merge`), a published corpus (`kbench import`). A file is
+//! read only when it is a regular file reached through no symbolic link, up to a cap, and
+//! without blocking: the entry is looked at first without opening it (a FIFO or a device is
+//! refused unopened), then opened with `O_NOFOLLOW | O_NONBLOCK` and checked again with `fstat`
+//! (it could have been swapped in between). A file written beside such files is created new
+//! (`O_EXCL`), never opened through a link. Beneath a trusted folder a path is walked one
+//! component at a time (`openat` with `O_NOFOLLOW | O_DIRECTORY`), so a link anywhere below that
+//! folder is refused, not only at the path's end. A folder confined submission code writes (a
+//! build folder, a workspace) is walked the same way, from its own descriptor (`walk`), and
+//! handed to the sandbox's uid through descriptors (`chown_tree`): a link counts as a link and is
+//! never followed, a FIFO is seen and never read. This module owns those rules and nothing else.
 
+use std::ffi::OsStr;
 use std::fs::File;
-use std::io;
-use std::os::fd::OwnedFd;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
 
-/// Flags of every open here: no link followed, no blocking on a FIFO, no controlling terminal.
-fn flags() -> OFlags {
-    OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY
+/// How every file is opened for reading: no link followed at the end, no wait on a FIFO's writer,
+/// no controlling terminal taken.
+const READ: OFlags = OFlags::RDONLY
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::NONBLOCK)
+    .union(OFlags::NOCTTY)
+    .union(OFlags::CLOEXEC);
+
+/// How each folder on the way down is opened: a folder, and not through a link.
+const FOLDER: OFlags = READ.union(OFlags::DIRECTORY);
+
+/// Read the regular file at `path`: refused when its last component is a symbolic link, when it
+/// is anything but a regular file, or when it holds more than `cap` bytes. Folders above it are
+/// followed as named (the caller names them); `read_regular_beneath` also refuses links there.
+pub fn read_regular(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
+    regular_or_missing(rfs::lstat(path).ok())?;
+    let fd = rfs::open(path, READ, Mode::empty())
+        .map_err(|e| refusal(e, "a regular file", || rfs::lstat(path).ok()))?;
+    read_capped(fd, cap)
+}
+
+/// Read the regular file at `rel` beneath the folder `base` (trusted, followed as named): `rel`
+/// must be a relative path of plain names (no `..`, no root), no component of it may be a
+/// symbolic link, its last must be a regular file of at most `cap` bytes.
+pub fn read_regular_beneath(base: &Path, rel: &Path, cap: u64) -> io::Result<Vec<u8>> {
+    let (dir, name) = descend(base, rel, false)?;
+    regular_or_missing(lstat_at(&dir, name))?;
+    let fd = rfs::openat(&dir, name, READ, Mode::empty())
+        .map_err(|e| refusal(e, "a regular file", || lstat_at(&dir, name)))?;
+    read_capped(fd, cap)
+}
+
+/// Create the file `rel` beneath `base` with `bytes`, making the folders on the way (none through
+/// a link): a file, link or anything else already at `rel` is refused (`O_EXCL`), never followed
+/// or overwritten.
+pub fn create_new_beneath(base: &Path, rel: &Path, bytes: &[u8]) -> io::Result<()> {
+    let (dir, name) = descend(base, rel, true)?;
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rfs::openat(&dir, name, flags, Mode::from_raw_mode(0o666))
+        .map_err(|e| refusal(e, "a new file", || lstat_at(&dir, name)))?;
+    File::from(fd).write_all(bytes)
+}
+
+/// The folder holding `rel`'s last component, opened component by component from `base`
+/// (made where missing when `make`), and that last component's name.
+fn descend<'a>(base: &Path, rel: &'a Path, make: bool) -> io::Result<(OwnedFd, &'a OsStr)> {
+    let mut names = Vec::new();
+    for component in rel.components() {
+        match component {
+            Component::Normal(name) => names.push(name),
+            Component::CurDir => {}
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{} is not a plain relative path", rel.display()),
+                ))
+            }
+        }
+    }
+    let Some(last) = names.pop() else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "an empty path names no file",
+        ));
+    };
+    let mut dir = rfs::open(base, FOLDER.difference(OFlags::NOFOLLOW), Mode::empty())?;
+    for name in names {
+        if make {
+            match rfs::mkdirat(&dir, name, Mode::from_raw_mode(0o777)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        dir = rfs::openat(&dir, name, FOLDER, Mode::empty())
+            .map_err(|e| refusal(e, "a folder", || lstat_at(&dir, name)))
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", Path::new(name).display())))?;
+    }
+    Ok((dir, last))
+}
+
+/// What reading an entry of kind `kind` (as a walk that follows no link saw it) would be refused
+/// with, when it is not a regular file: the same words `read_regular` uses, without opening it.
+pub fn not_regular(kind: std::fs::FileType) -> Option<io::Error> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = [
+        (kind.is_file(), FileType::RegularFile),
+        (kind.is_dir(), FileType::Directory),
+        (kind.is_symlink(), FileType::Symlink),
+        (kind.is_fifo(), FileType::Fifo),
+        (kind.is_socket(), FileType::Socket),
+        (kind.is_char_device(), FileType::CharacterDevice),
+        (kind.is_block_device(), FileType::BlockDevice),
+    ]
+    .into_iter()
+    .find_map(|(is, kind)| is.then_some(kind))
+    .unwrap_or(FileType::Unknown);
+    (kind != FileType::RegularFile).then(|| refused(kind, "a regular file"))
+}
+
+/// Refused unless the entry `lstat` saw is a regular file, or none (the open then says it is
+/// missing): so that nothing else is opened at all.
+fn regular_or_missing(lstat: Option<rfs::Stat>) -> io::Result<()> {
+    match lstat.map(|stat| FileType::from_raw_mode(stat.st_mode)) {
+        Some(kind) if kind != FileType::RegularFile => Err(refused(kind, "a regular file")),
+        _ => Ok(()),
+    }
+}
+
+/// The file's bytes, when it is a regular file of at most `cap` bytes.
+fn read_capped(fd: OwnedFd, cap: u64) -> io::Result<Vec<u8>> {
+    let kind = FileType::from_raw_mode(rfs::fstat(fd.as_fd())?.st_mode);
+    if kind != FileType::RegularFile {
+        return Err(refused(kind, "a regular file"));
+    }
+    let mut bytes = Vec::new();
+    File::from(fd).take(cap + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > cap {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than {cap} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// What `name` in `dir` is, looked at without following it.
+fn lstat_at(dir: &OwnedFd, name: &OsStr) -> Option<rfs::Stat> {
+    rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()
+}
+
+/// An open that failed, said as what the entry is (`lstat` looks at it without following it)
+/// where `O_NOFOLLOW` (a link), `O_DIRECTORY` (not a folder), `O_EXCL` (already there) or the
+/// entry's kind (a socket) refused it; any other error (missing, no permission) as it is.
+fn refusal(e: Errno, expected: &str, lstat: impl FnOnce() -> Option<rfs::Stat>) -> io::Error {
+    let refused_kind = matches!(e, Errno::LOOP | Errno::NOTDIR | Errno::NXIO | Errno::EXIST);
+    match lstat().filter(|_| refused_kind) {
+        Some(stat) => refused(FileType::from_raw_mode(stat.st_mode), expected),
+        None => e.into(),
+    }
+}
+
+/// The error for an entry of kind `kind` where `expected` was needed.
+fn refused(kind: FileType, expected: &str) -> io::Error {
+    let (what, error_kind) = match kind {
+        FileType::RegularFile => ("a file already there", io::ErrorKind::AlreadyExists),
+        FileType::Directory => ("a folder", io::ErrorKind::InvalidInput),
+        FileType::Symlink => (
+            "a symbolic link (not followed)",
+            io::ErrorKind::InvalidInput,
+        ),
+        FileType::Fifo => ("a FIFO", io::ErrorKind::InvalidInput),
+        FileType::Socket => ("a socket", io::ErrorKind::InvalidInput),
+        FileType::CharacterDevice | FileType::BlockDevice => {
+            ("a device", io::ErrorKind::InvalidInput)
+        }
+        FileType::Unknown => ("of an unknown kind", io::ErrorKind::InvalidInput),
+    };
+    io::Error::new(error_kind, format!("{what}, not {expected}"))
 }
 
 /// The folder at `path`, itself not a link (the folders above it are kbench's).
 fn open_dir(path: &Path) -> io::Result<OwnedFd> {
-    Ok(rfs::open(path, flags() | OFlags::DIRECTORY, Mode::empty())?)
+    Ok(rfs::open(path, FOLDER, Mode::empty())?)
 }
 
 /// What an entry of a walked folder is.
@@ -53,15 +216,15 @@ pub fn walk(root: &Path, visit: &mut dyn FnMut(&Path, Entry)) -> io::Result<()> 
 
 fn walk_fd(dir: &OwnedFd, rel: PathBuf, visit: &mut dyn FnMut(&Path, Entry)) -> io::Result<()> {
     for name in names(dir)? {
-        let path = rel.join(std::ffi::OsStr::from_bytes(name.as_bytes()));
-        let fd = match rfs::openat(dir, name.as_c_str(), flags(), Mode::empty()) {
+        let path = rel.join(OsStr::from_bytes(name.as_bytes()));
+        let fd = match rfs::openat(dir, name.as_c_str(), READ, Mode::empty()) {
             Ok(fd) => fd,
             // A link (ELOOP), or an entry gone since the listing.
-            Err(rustix::io::Errno::LOOP) => {
+            Err(Errno::LOOP) => {
                 visit(&path, Entry::Other("a symbolic link"));
                 continue;
             }
-            Err(rustix::io::Errno::NOENT) => continue,
+            Err(Errno::NOENT) => continue,
             Err(e) => return Err(e.into()),
         };
         match FileType::from_raw_mode(rfs::fstat(&fd)?.st_mode) {
@@ -100,19 +263,14 @@ fn chown_fd(dir: &OwnedFd, uid: u32, gid: u32) -> io::Result<()> {
     for name in names(dir)? {
         let st = match rfs::statat(dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => st,
-            Err(rustix::io::Errno::NOENT) => continue,
+            Err(Errno::NOENT) => continue,
             Err(e) => return Err(e.into()),
         };
         if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
-            match rfs::openat(
-                dir,
-                name.as_c_str(),
-                flags() | OFlags::DIRECTORY,
-                Mode::empty(),
-            ) {
+            match rfs::openat(dir, name.as_c_str(), FOLDER, Mode::empty()) {
                 Ok(sub) => chown_fd(&sub, uid, gid)?,
                 // Swapped for a link or a file since: not entered.
-                Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {}
+                Err(Errno::LOOP | Errno::NOTDIR) => {}
                 Err(e) => return Err(e.into()),
             }
         } else if owner(&st) {
@@ -125,7 +283,153 @@ fn chown_fd(dir: &OwnedFd, uid: u32, gid: u32) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Read;
+    use std::os::unix::fs::symlink;
+
+    /// A folder holding one of each kind of entry, and a secret outside it that links point to.
+    fn tree() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path();
+        std::fs::create_dir_all(p.join("base/sub")).unwrap();
+        std::fs::write(p.join("secret"), "outside").unwrap();
+        std::fs::write(p.join("base/file"), "inside").unwrap();
+        std::fs::write(p.join("base/sub/deep"), "deep").unwrap();
+        std::fs::write(p.join("base/big"), vec![b'x'; 11]).unwrap();
+        symlink(p.join("secret"), p.join("base/link")).unwrap();
+        symlink(p.join("base/sub"), p.join("base/dirlink")).unwrap();
+        symlink(p, p.join("base/up")).unwrap();
+        let fifo = std::ffi::CString::new(p.join("base/fifo").to_str().unwrap()).unwrap();
+        // SAFETY: `fifo` is a NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        dir
+    }
+
+    #[test]
+    fn only_regular_files_reached_through_no_link_are_read() {
+        let dir = tree();
+        let base = dir.path().join("base");
+        // (path beneath base, Ok(contents) or the error's words)
+        let cases: &[(&str, Result<&str, &str>)] = &[
+            ("file", Ok("inside")),
+            ("./sub/deep", Ok("deep")),
+            ("big", Err("larger than 10 bytes")),
+            (
+                "link",
+                Err("a symbolic link (not followed), not a regular file"),
+            ),
+            ("fifo", Err("a FIFO, not a regular file")),
+            ("sub", Err("a folder, not a regular file")),
+            (
+                "dirlink/deep",
+                Err("dirlink: a symbolic link (not followed), not a folder"),
+            ),
+            (
+                "up/secret",
+                Err("up: a symbolic link (not followed), not a folder"),
+            ),
+            ("file/x", Err("file: a file already there, not a folder")),
+            ("fifo/x", Err("fifo: a FIFO, not a folder")),
+            ("../secret", Err("is not a plain relative path")),
+            ("missing", Err("No such file")),
+        ];
+        for (rel, expected) in cases {
+            let got = read_regular_beneath(&base, Path::new(rel), 10);
+            match (expected, got) {
+                (Ok(text), Ok(bytes)) => assert_eq!(bytes, text.as_bytes(), "{rel}"),
+                (Err(words), Err(e)) => assert!(e.to_string().contains(words), "{rel}: {e}"),
+                (expected, got) => panic!("{rel}: expected {expected:?}, got {got:?}"),
+            }
+        }
+        let absolute = read_regular_beneath(&base, &dir.path().join("secret"), 10);
+        assert!(absolute
+            .unwrap_err()
+            .to_string()
+            .contains("not a plain relative path"));
+        assert_eq!(
+            read_regular_beneath(&base, Path::new("missing"), 10)
+                .unwrap_err()
+                .kind(),
+            io::ErrorKind::NotFound
+        );
+    }
+
+    #[test]
+    fn a_path_read_whole_refuses_a_link_at_its_end_and_anything_not_a_regular_file() {
+        let dir = tree();
+        let base = dir.path().join("base");
+        assert_eq!(read_regular(&base.join("file"), 10).unwrap(), b"inside");
+        for (name, words) in [
+            ("link", "a symbolic link"),
+            ("fifo", "a FIFO"),
+            ("sub", "a folder"),
+            ("big", "larger than 10 bytes"),
+        ] {
+            let err = read_regular(&base.join(name), 10).unwrap_err().to_string();
+            assert!(err.contains(words), "{name}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_walked_entry_is_named_as_reading_it_would_be_refused() {
+        let dir = tree();
+        let base = dir.path().join("base");
+        for (name, words) in [
+            ("file", None),
+            (
+                "link",
+                Some("a symbolic link (not followed), not a regular file"),
+            ),
+            ("fifo", Some("a FIFO, not a regular file")),
+            ("sub", Some("a folder, not a regular file")),
+        ] {
+            let kind = base.join(name).symlink_metadata().unwrap().file_type();
+            let said = not_regular(kind).map(|e| e.to_string());
+            assert_eq!(said.as_deref(), words, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_open_is_checked_again_for_an_entry_swapped_after_it_was_looked_at() {
+        let dir = tree();
+        let base = dir.path().join("base");
+        // As if a regular file had become a link or a FIFO between the look and the open.
+        let link = rfs::open(base.join("link"), READ, Mode::empty()).unwrap_err();
+        let said = refusal(link, "a regular file", || {
+            rfs::lstat(base.join("link")).ok()
+        });
+        assert_eq!(
+            said.to_string(),
+            "a symbolic link (not followed), not a regular file"
+        );
+        let fifo = rfs::open(base.join("fifo"), READ, Mode::empty()).unwrap();
+        let said = read_capped(fifo, 10).unwrap_err();
+        assert_eq!(said.to_string(), "a FIFO, not a regular file");
+    }
+
+    #[test]
+    fn files_are_created_new_and_never_through_a_link() {
+        let dir = tree();
+        let base = dir.path().join("base");
+        create_new_beneath(&base, Path::new("made/on/the/way"), b"new").unwrap();
+        assert_eq!(std::fs::read(base.join("made/on/the/way")).unwrap(), b"new");
+        for (rel, words) in [
+            ("link", "a symbolic link (not followed), not a new file"),
+            ("file", "a file already there, not a new file"),
+            (
+                "dirlink/new",
+                "dirlink: a symbolic link (not followed), not a folder",
+            ),
+            ("../new", "not a plain relative path"),
+        ] {
+            let err = create_new_beneath(&base, Path::new(rel), b"x").unwrap_err();
+            assert!(err.to_string().contains(words), "{rel}: {err}");
+        }
+        assert_eq!(
+            std::fs::read(dir.path().join("secret")).unwrap(),
+            b"outside"
+        );
+        assert_eq!(std::fs::read(base.join("file")).unwrap(), b"inside");
+        assert!(!base.join("sub/new").exists() && !dir.path().join("new").exists());
+    }
 
     /// A folder with a file, a folder, a link to a file outside, a link to a folder outside
     /// and a FIFO.
@@ -137,8 +441,8 @@ mod tests {
         std::fs::write(d.join("a.so"), b"object").unwrap();
         std::fs::create_dir(d.join("sub")).unwrap();
         std::fs::write(d.join("sub/b.o"), b"b").unwrap();
-        std::os::unix::fs::symlink(outside.path().join("secret"), d.join("link")).unwrap();
-        std::os::unix::fs::symlink(outside.path(), d.join("sub/folder")).unwrap();
+        symlink(outside.path().join("secret"), d.join("link")).unwrap();
+        symlink(outside.path(), d.join("sub/folder")).unwrap();
         rustix::fs::mkfifoat(rustix::fs::CWD, d.join("fifo"), Mode::from_raw_mode(0o600)).unwrap();
         (dir, outside)
     }

@@ -1,7 +1,8 @@
 //! A run split into shards, end to end on the CPU: three `kbench eval --shard I/3` processes at
 //! once over CPU fixtures, then `kbench merge`, against one unsharded run with the same seed:
-//! the same verdicts and reports, and merges that are not one run's shards refused. Needs the
-//! project venv (tests/setup-python.sh) or KBENCH_PYTHON pointing at a Python with torch.
+//! the same verdicts and reports, and merges that are not one run's shards refused, nor shards
+//! whose records do not authenticate under the run's seed file. Needs the project venv
+//! (tests/setup-python.sh) or KBENCH_PYTHON pointing at a Python with torch.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -58,11 +59,22 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// `record` written into `dir` as a run with the seed `seed` from a seed file writes it (sealed
+/// with its MAC), e.g. a shard's record as a run killed part-way leaves it.
+fn write_sealed(dir: &Path, mut record: serde_json::Value, seed: u64) {
+    record.as_object_mut().unwrap().remove("record_mac");
+    let json = serde_json::to_vec_pretty(&record).unwrap();
+    let sealed = kbench::record_mac::RecordKey::from_seed(seed).seal(&json);
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("results.json"), sealed).unwrap();
+}
+
 #[test]
 fn three_shards_merge_into_the_single_run() {
     let tmp = tempfile::tempdir().unwrap();
     let seed = tmp.path().join("seed");
-    std::fs::write(&seed, "8106604497\n").unwrap();
+    const SEED: u64 = 8106604497;
+    std::fs::write(&seed, format!("{SEED}\n")).unwrap();
     let shards: Vec<PathBuf> = (0..3)
         .map(|i| tmp.path().join(format!("shard{i}")))
         .collect();
@@ -122,11 +134,31 @@ fn three_shards_merge_into_the_single_run() {
     );
     assert_eq!(record(&shards[1])["evaluations"], before["evaluations"]);
     assert_eq!(record(&shards[1])["run_id"], before["run_id"]);
+    // A shard's record edited (a failing row made a pass at 9.5x) is not sealed again by a
+    // resume: the edit would pass as the run's.
+    let honest = std::fs::read(shards[1].join("results.json")).unwrap();
+    let forged = forge_a_pass(&honest);
+    std::fs::write(shards[1].join("results.json"), &forged).unwrap();
+    let laundered = eval(&shards[1], &seed, &["--shard", "1/3", "--resume"])
+        .output()
+        .unwrap();
+    assert_eq!(laundered.status.code(), Some(2), "{}", stderr(&laundered));
+    assert!(
+        stderr(&laundered).contains("a MAC that does not verify"),
+        "{}",
+        stderr(&laundered)
+    );
+    assert_eq!(
+        std::fs::read(shards[1].join("results.json")).unwrap(),
+        forged
+    );
+    std::fs::write(shards[1].join("results.json"), &honest).unwrap();
 
     let merged = tmp.path().join("merged");
     let merge = |extra: &[&str]| {
-        let mut cmd = kbench(&["merge"]);
-        cmd.args(shards.iter().rev())
+        let mut cmd = kbench(&["merge", "--seed-file"]);
+        cmd.arg(&seed)
+            .args(shards.iter().rev())
             .arg("--out")
             .arg(&merged)
             .args(extra);
@@ -137,8 +169,9 @@ fn three_shards_merge_into_the_single_run() {
     std::fs::create_dir_all(&unfinished).unwrap();
     let mut cut = record(&shards[2]);
     cut["evaluations"].as_array_mut().unwrap().pop();
-    std::fs::write(unfinished.join("results.json"), cut.to_string()).unwrap();
-    let early = kbench(&["merge", "--if-complete"])
+    write_sealed(&unfinished, cut, SEED);
+    let early = kbench(&["merge", "--if-complete", "--seed-file"])
+        .arg(&seed)
         .args([&shards[0], &shards[1], &unfinished])
         .arg("--out")
         .arg(&merged)
@@ -189,17 +222,51 @@ fn three_shards_merge_into_the_single_run() {
     assert!(summary["levels"].as_array().is_some_and(|l| !l.is_empty()));
 
     // Not one run's shards: a shard missing, a whole run given as a shard.
-    let refused = |runs: &[&Path], why: &str| {
+    let refused_as = |flags: &[&std::ffi::OsStr], runs: &[&Path], why: &str| {
         let out = tmp.path().join("refused");
         let mut cmd = kbench(&["merge"]);
-        cmd.args(runs).arg("--out").arg(&out);
+        cmd.args(flags).args(runs).arg("--out").arg(&out);
         let o = cmd.output().unwrap();
         assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
         assert!(stderr(&o).contains(why), "{}", stderr(&o));
         assert!(!out.join("results.json").exists());
     };
+    let with_seed = ["--seed-file".as_ref(), seed.as_os_str()];
+    let refused = |runs: &[&Path], why: &str| refused_as(&with_seed, runs, why);
     refused(&[&shards[0], &shards[1]], "shard 2/3 is missing");
     refused(&[&shards[0], &single], "is not a shard");
+    // Records that do not authenticate under the run's seed file. A shard's row edited to pass:
+    let edited = tmp.path().join("edited");
+    std::fs::create_dir_all(&edited).unwrap();
+    std::fs::write(edited.join("results.json"), forge_a_pass(&honest)).unwrap();
+    let why = format!(
+        "{}: its results.json has a MAC that does not verify",
+        edited.display()
+    );
+    refused(&[&shards[0], &edited, &shards[2]], &why);
+    // A shard whose record carries no MAC (written, or rewritten, without the seed):
+    let bare = tmp.path().join("bare");
+    std::fs::create_dir_all(&bare).unwrap();
+    std::fs::write(bare.join("results.json"), record(&shards[1]).to_string()).unwrap();
+    refused(&[&shards[0], &bare, &shards[2]], "has no MAC");
+    // A shard sealed under another run's seed file:
+    let foreign = tmp.path().join("foreign");
+    write_sealed(&foreign, record(&shards[1]), SEED + 1);
+    refused(&[&shards[0], &foreign, &shards[2]], "does not verify");
+    // Without the seed file nothing authenticates them; --unauthenticated takes them as they
+    // are, and the merged record says so.
+    let all: Vec<&Path> = shards.iter().map(PathBuf::as_path).collect();
+    refused_as(&[], &all, "--seed-file FILE");
+    let unchecked = tmp.path().join("unchecked");
+    let o = kbench(&["merge", "--unauthenticated", "--out"])
+        .arg(&unchecked)
+        .args(&all)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--unauthenticated"), "{}", stderr(&o));
+    assert_eq!(record(&unchecked)["unauthenticated"], true);
+    assert!(record(&merged).get("unauthenticated").is_none());
     // A shard needs a seed shared with the other shards.
     let fixtures = root().join("tests/fixtures/cpu");
     let o = kbench(&["eval", "--device", "cpu", "--shard", "0/3"])
@@ -210,4 +277,25 @@ fn three_shards_merge_into_the_single_run() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--seed-file"), "{}", stderr(&o));
+}
+
+/// `results.json`'s bytes with its first failing row made a pass at 9.5x, edited in place as an
+/// attacker without the seed would (its MAC left as it was).
+fn forge_a_pass(results: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8(results.to_vec()).unwrap();
+    let record: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let failing = record["evaluations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["verdict"].as_str().unwrap())
+        .find(|v| *v != "pass")
+        .expect("a shard with a failing row");
+    let forged = text.replacen(
+        &format!("\"verdict\": \"{failing}\""),
+        "\"verdict\": \"pass\",\n      \"speedup\": 9.5",
+        1,
+    );
+    assert_ne!(forged, text);
+    forged.into_bytes()
 }

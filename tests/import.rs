@@ -1,8 +1,11 @@
 //! `kbench import` through the real binary, on small synthetic inputs in each published format
-//! (no Python needed): what it writes, what it skips and why, and its exit codes.
+//! (no Python needed): what it writes, what it skips and why, and its exit codes; and sources
+//! that hold symbolic links and FIFOs, which it must neither follow nor block on.
 
+use std::os::unix::fs::symlink;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
@@ -21,6 +24,47 @@ fn import(format: &str, src: &Path, out: &Path) -> Output {
         src.to_str().unwrap(),
         out.to_str().unwrap(),
     ])
+}
+
+/// `kbench import` run with a guard against a hang (a read that blocks on a FIFO): killed, and
+/// the test failed, if it has not ended in a generous two minutes.
+fn import_guarded(format: &str, src: &Path, out: &Path) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kbench"))
+        .args(["import", format])
+        .args([src, out])
+        .env("KBENCH_CACHE", env!("CARGO_TARGET_TMPDIR"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kbench");
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(120) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("kbench import {format} {} hung", src.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// Every file below `dir`, by its path below it, with its contents.
+fn files_below(dir: &Path) -> Vec<(String, String)> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .map(Result::unwrap)
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            let rel = e.path().strip_prefix(dir).unwrap().display().to_string();
+            (rel, std::fs::read_to_string(e.path()).unwrap())
+        })
+        .collect()
 }
 
 fn text(o: &Output) -> String {
@@ -377,4 +421,136 @@ fn cuda_l2_selections_skip_missing_shapes_and_stay_with_cuda_l2() {
         "3",
     ]);
     assert!(!o.status.success() && text(&o).contains("are for kbench import cuda-l2"));
+}
+
+#[test]
+fn a_kernelbench_run_holding_links_and_fifos_is_imported_without_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, out) = (dir.path().join("run"), dir.path().join("out"));
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(src.join("a")).unwrap();
+    std::fs::create_dir_all(src.join("b")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret"), "root only").unwrap();
+    std::fs::write(
+        outside.join("level_1_problem_23_sample_0_kernel.py"),
+        "root only",
+    )
+    .unwrap();
+    std::fs::write(src.join("a/level_1_problem_19_sample_0_kernel.py"), "# s0").unwrap();
+    // The attacks: a kernel file that links to a file outside, a folder that links outside, and
+    // FIFOs where a kernel and an eval_results.json would be (no writer: a blocking read hangs).
+    symlink(
+        outside.join("secret"),
+        src.join("a/level_1_problem_19_sample_1_kernel.py"),
+    )
+    .unwrap();
+    symlink(&outside, src.join("linked")).unwrap();
+    mkfifo(&src.join("a/level_1_problem_19_sample_2_kernel.py"));
+    mkfifo(&src.join("b/eval_results.json"));
+    std::fs::write(src.join("b/level_1_problem_40_sample_0_kernel.py"), "# b").unwrap();
+
+    let run = import_guarded("kernelbench-run", &src, &out);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    for (at, why) in [
+        (
+            "a/level_1_problem_19_sample_1_kernel.py",
+            "a symbolic link (not followed)",
+        ),
+        (
+            "a/level_1_problem_19_sample_2_kernel.py",
+            "a FIFO, not a regular file",
+        ),
+        ("b/eval_results.json", "a FIFO, not a regular file"),
+        ("linked", "a symbolic link (not followed)"),
+    ] {
+        let said = format!("{at}: not read: {why}");
+        assert!(stderr.contains(&said), "stderr lacks {said:?}: {stderr}");
+        assert!(
+            stdout.contains(&said),
+            "the report lacks {said:?}: {stdout}"
+        );
+    }
+    // Only the two regular kernels came in; nothing of the outside did.
+    assert_eq!(
+        files_below(&out.join("submissions")),
+        [
+            ("level1/19_ReLU/sample_0.py".to_string(), "# s0".to_string()),
+            (
+                "level1/40_LayerNorm/sample_0.py".to_string(),
+                "# b".to_string()
+            ),
+        ]
+    );
+    assert!(files_below(&out)
+        .iter()
+        .all(|(_, text)| !text.contains("root only")));
+}
+
+#[test]
+fn a_cuda_l2_kernel_that_is_a_link_or_a_fifo_is_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("cuda-l2");
+    for entry in walkdir::WalkDir::new(cuda_l2_fixture()) {
+        let entry = entry.unwrap();
+        let to = src.join(entry.path().strip_prefix(cuda_l2_fixture()).unwrap());
+        if entry.file_type().is_dir() {
+            std::fs::create_dir_all(&to).unwrap();
+        } else {
+            std::fs::copy(entry.path(), &to).unwrap();
+        }
+    }
+    let kernels = src.join("kernels/h100_F32F16F16F32");
+    let secret = dir.path().join("secret.cu");
+    std::fs::write(&secret, "// root only").unwrap();
+    std::fs::remove_file(kernels.join("64_64_64.cu")).unwrap();
+    symlink(&secret, kernels.join("64_64_64.cu")).unwrap();
+    mkfifo(&kernels.join("256_256_256.cu"));
+    let out = dir.path().join("out");
+    let run = import_guarded("cuda-l2", &src, &out);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    for said in [
+        "kernels/h100_F32F16F16F32/64_64_64.cu: not read: a symbolic link (not followed)",
+        "kernels/h100_F32F16F16F32/256_256_256.cu: not read: a FIFO, not a regular file",
+    ] {
+        assert!(stderr.contains(said), "{stderr}");
+        assert!(String::from_utf8_lossy(&run.stdout).contains(said));
+    }
+    let written = files_below(&out.join("submissions"));
+    assert_eq!(written.len(), 1, "only 128_64_64: {written:?}");
+    assert!(files_below(&out)
+        .iter()
+        .all(|(_, text)| !text.contains("root only")));
+}
+
+#[test]
+fn a_corpus_file_that_is_a_link_or_a_fifo_is_refused_not_followed_or_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret.jsonl");
+    json_lines(
+        &secret,
+        &[
+            json!({"level_id": 1, "task_id": 19, "ref_code": "# root only\n",
+                 "custom_code": "# root only\n"}),
+        ],
+    );
+    let link = dir.path().join("l40.jsonl");
+    symlink(&secret, &link).unwrap();
+    let fifo = dir.path().join("h100.jsonl");
+    mkfifo(&fifo);
+    for (format, src, why) in [
+        ("cuda-l1", &link, "a symbolic link (not followed)"),
+        ("sakana", &link, "a symbolic link (not followed)"),
+        ("cuda-l1", &fifo, "a FIFO, not a regular file"),
+        ("sakana", &fifo, "a FIFO, not a regular file"),
+    ] {
+        let out = dir.path().join("out");
+        let run = import_guarded(format, src, &out);
+        assert_eq!(run.status.code(), Some(2), "{format}: {}", text(&run));
+        assert!(text(&run).contains(why), "{format}: {}", text(&run));
+        assert!(!out.exists(), "{format}: nothing written");
+    }
 }

@@ -4,7 +4,8 @@
 # (CPUs, GPUs) are refused at submission. The bundled CPU example runs as two array tasks
 # through benchmarks/shards/slurm-submit.sh; one task is then requeued and another submitted
 # again on its own (--only-shards): each resumes its finished shard and merges again. The
-# merged run must give the same verdicts as an unsharded run with the same seed. Needs root,
+# merged run must give the same verdicts as an unsharded run with the same seed, and a shard's
+# record edited after its run must be refused by the merge (its MAC). Needs root,
 # the project venv and the debug binary that `cargo test` builds (or KBENCH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -115,5 +116,18 @@ def verdicts(path):
 assert a and a == b, (a, b)
 assert merged["config"] == single["config"], "settings differ"
 assert merged.get("shard") is None and merged["command"][1] == "merge"
+assert "--seed-file" in merged["command"] and "unauthenticated" not in merged, merged["command"]
 print(f"slurm example: the merged run of 2 shards (one requeued, one resubmitted) matches the single run: {b}")
 PY
+# A shard's record edited after its run does not authenticate under the run's seed file: the
+# merge refuses it, naming the shard, and writes nothing.
+cp -r "$work/run/shard-0" "$work/edited"
+sed -i 's/"run_id": "/"run_id": "edited-/' "$work/edited/results.json"
+if "$KBENCH" merge --seed-file "$work/run/seed" "$work/edited" "$work/run/shard-1" \
+  --out "$work/forged" > "$work/forged.log" 2>&1; then
+  fail "a shard edited after its run was merged"
+fi
+grep -q "$work/edited: its results.json has a MAC that does not verify" "$work/forged.log" \
+  || fail "the edited shard's refusal: $(cat "$work/forged.log")"
+[ ! -e "$work/forged/results.json" ] || fail "a refused merge wrote a run"
+echo "slurm example: a shard edited after its run is refused by the merge"

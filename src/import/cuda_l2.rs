@@ -6,7 +6,9 @@
 //! ID its row in the offline CSV) and a submission; `published.csv` carries the offline
 //! torch.matmul column as the speedup and the other columns beside it, `published-server.csv`
 //! the server ones, and `kernels.csv` what the kernels' sources declare (layout read, padding,
-//! accumulator, private stream).
+//! accumulator, private stream). Every file is read beneath SRC through no symbolic link
+//! (`untrusted`): a kernel or table that is a link or not a regular file is left unread and named
+//! (`Import::unread`), and the glue, which the import cannot go without, is refused.
 
 mod python;
 pub mod sample;
@@ -17,10 +19,11 @@ use std::path::{Path, PathBuf};
 
 use regex::Regex;
 
-use super::Import;
+use super::{Import, CORPUS_CAP, SOURCE_CAP};
 use crate::error::{Error, Result};
 use crate::published::PublishedRow;
 use crate::task::TaskId;
+use crate::untrusted;
 use sample::Shape;
 use source::Layout;
 
@@ -42,12 +45,20 @@ struct Table {
     cells: BTreeMap<String, Vec<(String, f64)>>,
 }
 
-fn read_table(path: &Path) -> Result<Option<Table>> {
-    if !path.exists() {
-        return Ok(None);
-    }
+/// The table at `rel` below `src`; None where there is none, or it is not a regular file (said
+/// in `import`).
+fn read_table(src: &Path, rel: &Path, import: &mut Import) -> Result<Option<Table>> {
+    let path = src.join(rel);
+    let bytes = match untrusted::read_regular_beneath(src, rel, CORPUS_CAP) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            import.unread(rel.display().to_string(), e);
+            return Ok(None);
+        }
+    };
     let fail = |e: csv::Error| Error::Usage(format!("read {}: {e}", path.display()));
-    let mut reader = csv::Reader::from_path(path).map_err(fail)?;
+    let mut reader = csv::Reader::from_reader(bytes.as_slice());
     let header: Vec<String> = reader
         .headers()
         .map_err(fail)?
@@ -80,9 +91,12 @@ fn read_table(path: &Path) -> Result<Option<Table>> {
     Ok(Some(table))
 }
 
-/// The entry function's name and C++ declaration from CUDA-L2's pybind glue.
-fn entry(glue: &Path) -> Result<(String, String)> {
-    let text = std::fs::read_to_string(glue).map_err(|e| Error::read(glue, e))?;
+/// The entry function's name and C++ declaration from CUDA-L2's pybind glue (`rel` below `src`).
+fn entry(src: &Path, rel: &Path) -> Result<(String, String)> {
+    let glue = src.join(rel);
+    let text = untrusted::read_regular_beneath(src, rel, SOURCE_CAP)
+        .and_then(|bytes| String::from_utf8(bytes).map_err(std::io::Error::other))
+        .map_err(|e| Error::read(&glue, e))?;
     let declaration = Regex::new(r"void\s+(cuda_l2_\w+)\s*\(([^)]*)\)\s*;").expect("regex");
     let found = declaration.captures(&text).ok_or_else(|| {
         Error::Usage(format!(
@@ -97,18 +111,28 @@ fn entry(glue: &Path) -> Result<(String, String)> {
     ))
 }
 
-/// The kernels of `dir` by shape.
-fn kernels(dir: &Path) -> Result<BTreeMap<Shape, PathBuf>> {
+/// The kernels of the folder `rel` below `src` by shape, as paths below `src`; one that is not
+/// a regular file (a link, a FIFO) is left unread, said in `import`.
+fn kernels(src: &Path, rel: &Path, import: &mut Import) -> Result<BTreeMap<Shape, PathBuf>> {
+    let dir = src.join(rel);
     let mut found = BTreeMap::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| Error::read(dir, e))? {
-        let path = entry.map_err(|e| Error::read(dir, e))?.path();
-        let shape = path
+    for entry in std::fs::read_dir(&dir).map_err(|e| Error::read(&dir, e))? {
+        let entry = entry.map_err(|e| Error::read(&dir, e))?;
+        let path = rel.join(entry.file_name());
+        let shape = entry
             .file_name()
-            .and_then(|n| n.to_str())
+            .to_str()
             .and_then(|n| n.strip_suffix(".cu"))
             .and_then(sample::parse);
-        if let Some(shape) = shape {
-            found.insert(shape, path);
+        let Some(shape) = shape else {
+            continue;
+        };
+        let kind = entry.file_type().map_err(|e| Error::read(&dir, e))?;
+        match untrusted::not_regular(kind) {
+            Some(refused) => import.unread(path.display().to_string(), refused),
+            None => {
+                found.insert(shape, path);
+            }
         }
     }
     Ok(found)
@@ -158,24 +182,25 @@ pub fn read(src: &Path, gpu: &str, selection: &Selection) -> Result<Import> {
     if python::arch(gpu).is_none() {
         eprintln!("kbench: --gpu {gpu}: unknown to kbench; its kernels are built for sm_90a");
     }
-    let dir = src.join("kernels").join(format!("{gpu}_F32F16F16F32"));
-    if !dir.is_dir() {
+    let kernels_dir = Path::new("kernels").join(format!("{gpu}_F32F16F16F32"));
+    if !src.join(&kernels_dir).is_dir() {
         return Err(Error::Usage(format!(
             "{}: not a CUDA-L2 folder for --gpu {gpu} (no kernels/{gpu}_F32F16F16F32/)",
             src.display()
         )));
     }
-    let (entry, declaration) = entry(&src.join("pybind").join(format!("hgemm_{gpu}_fp32.cc")))?;
-    let results = src.join("eval_results");
-    let table = |mode: &str| {
-        read_table(&results.join(format!("cuda_l2_{gpu}_F32F16F16F32_speedup_{mode}.csv")))
-    };
-    let (offline, server) = (table("offline")?, table("server")?);
-    let all = kernels(&dir)?;
+    let glue = Path::new("pybind").join(format!("hgemm_{gpu}_fp32.cc"));
+    let (entry, declaration) = entry(src, &glue)?;
     let mut import = Import {
         eval_flags: vec!["--precision", "fp16"],
         ..Import::default()
     };
+    let mut table = |mode: &str| {
+        let name = format!("cuda_l2_{gpu}_F32F16F16F32_speedup_{mode}.csv");
+        read_table(src, &Path::new("eval_results").join(name), &mut import)
+    };
+    let (offline, server) = (table("offline")?, table("server")?);
+    let all = kernels(src, &kernels_dir, &mut import)?;
     // Ids: the row in the offline table, so that any subset numbers its tasks alike.
     let listed: Vec<String> = offline
         .as_ref()
@@ -193,14 +218,23 @@ pub fn read(src: &Path, gpu: &str, selection: &Selection) -> Result<Import> {
     for shape in select(&all, selection, &mut import)? {
         let name = sample::name(shape);
         let path = &all[&shape];
-        let code = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
+        let at = format!("{}", path.display());
+        let code = match untrusted::read_regular_beneath(src, path, SOURCE_CAP) {
+            Ok(bytes) => String::from_utf8(bytes),
+            Err(e) => {
+                import.unread(at, e);
+                continue;
+            }
+        };
+        let Ok(code) = code.map_err(|e| import.skip(&at, format!("unreadable: {e}"))) else {
+            continue;
+        };
         let facts = source::read(&code, &entry, shape);
         let id = TaskId {
             level: LEVEL,
             number: ids[&name],
         };
         let task_name = format!("{}_HGEMM_{name}", id.number);
-        let at = format!("{}", path.display());
         if let Err(why) =
             import.add_task(id, &task_name, &python::task(shape, gpu, facts.layout), &at)
         {

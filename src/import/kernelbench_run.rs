@@ -4,25 +4,36 @@
 //! "ref_runtime", ...}]}` (older runs: one object per problem instead of a list). Published
 //! correctness is `compiled && correctness`; the speedup is `ref_runtime / runtime` (ms) where
 //! the file has both (older runs time only the kernel: no speedup). A run holds no references,
-//! so no task tree is written.
+//! so no task tree is written. The walk follows no symbolic link; a link, FIFO, socket or device
+//! below SRC is named and left unread (`Import::unread`), and every file is read beneath SRC
+//! through no link (`untrusted`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{boolean, number, whole, Import};
+use super::{boolean, number, whole, Import, CORPUS_CAP, SOURCE_CAP};
 use crate::error::{Error, Result};
 use crate::published::PublishedRow;
 use crate::submission::run_layout;
 use crate::task::TaskId;
+use crate::untrusted;
 
 const RESULTS: &str = "eval_results.json";
 
 struct Kernel {
+    /// Below SRC.
     path: PathBuf,
     id: TaskId,
     sample: u32,
+}
+
+/// A folder below SRC that holds kernel files or an `eval_results.json` (a regular file).
+#[derive(Default)]
+struct Folder {
+    kernels: Vec<Kernel>,
+    has_results: bool,
 }
 
 pub fn read(src: &Path) -> Result<Import> {
@@ -34,27 +45,33 @@ pub fn read(src: &Path) -> Result<Import> {
         )));
     }
     let mut import = Import::default();
-    for (dir, kernels) in run_folders(src)? {
-        let at = |path: &Path| path.strip_prefix(src).unwrap_or(path).display().to_string();
+    for (dir, folder) in run_folders(src, &mut import)? {
+        let at = |path: &Path| path.display().to_string();
         let results_path = dir.join(RESULTS);
-        let mut results = match std::fs::read(&results_path) {
-            Err(_) => HashMap::new(),
-            Ok(bytes) => match parse_results(&bytes) {
-                Ok(results) => results,
-                Err(why) => {
-                    import.skip(
+        let mut results = HashMap::new();
+        if folder.has_results {
+            match untrusted::read_regular_beneath(src, &results_path, CORPUS_CAP) {
+                Err(e) => import.unread(at(&results_path), e),
+                Ok(bytes) => match parse_results(&bytes) {
+                    Ok(parsed) => results = parsed,
+                    Err(why) => import.skip(
                         at(&results_path),
                         format!("{why}; its kernels have no published results"),
-                    );
-                    HashMap::new()
-                }
-            },
-        };
+                    ),
+                },
+            }
+        }
+        let kernels = folder.kernels;
         for k in &kernels {
-            let code = match std::fs::read_to_string(&k.path) {
-                Ok(code) => code,
-                Err(e) => {
+            let read = untrusted::read_regular_beneath(src, &k.path, SOURCE_CAP);
+            let code = match read.map(String::from_utf8) {
+                Ok(Ok(code)) => code,
+                Ok(Err(e)) => {
                     import.skip(at(&k.path), format!("unreadable: {e}"));
+                    continue;
+                }
+                Err(e) => {
+                    import.unread(at(&k.path), e);
                     continue;
                 }
             };
@@ -83,7 +100,7 @@ pub fn read(src: &Path) -> Result<Import> {
             }
         }
     }
-    if import.rows.is_empty() && import.skipped.is_empty() {
+    if import.rows.is_empty() && import.skipped.is_empty() && import.unread.is_empty() {
         import.skip(
             src.display().to_string(),
             "no level_L_problem_P_sample_S_kernel.py file below it",
@@ -92,18 +109,31 @@ pub fn read(src: &Path) -> Result<Import> {
     Ok(import)
 }
 
-/// The folders below `src` that hold kernel files or an `eval_results.json`, with their kernels.
-fn run_folders(src: &Path) -> Result<BTreeMap<PathBuf, Vec<Kernel>>> {
-    let mut dirs: BTreeMap<PathBuf, Vec<Kernel>> = BTreeMap::new();
-    for entry in walkdir::WalkDir::new(src).sort_by_file_name() {
+/// The folders below `src` (paths relative to it) that hold kernel files or an
+/// `eval_results.json`. The walk follows no link: an entry that is neither a folder nor a
+/// regular file is left unread, said in `import`.
+fn run_folders(src: &Path, import: &mut Import) -> Result<BTreeMap<PathBuf, Folder>> {
+    let mut dirs: BTreeMap<PathBuf, Folder> = BTreeMap::new();
+    let walk = walkdir::WalkDir::new(src)
+        .follow_links(false)
+        .sort_by_file_name();
+    for entry in walk {
         let entry = entry.map_err(|e| Error::Other(format!("walk {}: {e}", src.display())))?;
+        let path = entry.path().strip_prefix(src).unwrap_or(entry.path());
+        if entry.file_type().is_dir() {
+            continue;
+        }
+        if let Some(refused) = untrusted::not_regular(entry.file_type()) {
+            import.unread(path.display().to_string(), refused);
+            continue;
+        }
         let name = entry.file_name().to_string_lossy();
-        let dir = entry.path().parent().unwrap_or(src).to_path_buf();
+        let dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
         if name == RESULTS {
-            dirs.entry(dir).or_default();
+            dirs.entry(dir).or_default().has_results = true;
         } else if let Some((level, number, sample)) = run_layout(&name) {
-            dirs.entry(dir).or_default().push(Kernel {
-                path: entry.path().to_path_buf(),
+            dirs.entry(dir).or_default().kernels.push(Kernel {
+                path: path.to_path_buf(),
                 id: TaskId { level, number },
                 sample,
             });

@@ -3,6 +3,10 @@
 //! task tree of the references they were timed against (`OUT/tasks/levelN/ID_Name.py`), the
 //! submissions in the mirrored layout (`OUT/submissions/levelN/...`) and their published results
 //! (`OUT/published.csv`). A bad row is skipped with why; it never stops the import.
+//!
+//! A corpus is untrusted: its files are read through no symbolic link, never blocking and up to
+//! a cap (`untrusted`); a link, FIFO, socket or device in it is not read, but named on stderr and
+//! in the report (`Import::unread`); and OUT's files are created new, never through a link.
 
 pub mod cuda_l1;
 pub mod cuda_l2;
@@ -17,6 +21,12 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::published::PublishedRow;
 use crate::task::{number_prefix, TaskId};
+use crate::untrusted;
+
+/// The most a corpus file (JSON Lines, `eval_results.json`, a published table) may hold.
+pub const CORPUS_CAP: u64 = 4 << 30;
+/// The most one kernel's source file may hold.
+pub const SOURCE_CAP: u64 = 16 << 20;
 
 /// A row left out, and why.
 #[derive(Clone, Debug, PartialEq)]
@@ -47,6 +57,9 @@ pub struct Import {
     /// Other files the source's facts go to: path under OUT -> content.
     pub files: BTreeMap<String, String>,
     pub skipped: Vec<Skip>,
+    /// Entries of the source not read: symbolic links and anything not a regular file (FIFOs,
+    /// sockets, devices), or a file over its cap.
+    pub unread: Vec<Skip>,
     /// Flags of `kbench eval` this source's evaluation needs, in the command `report` prints.
     pub eval_flags: Vec<&'static str>,
     /// Lines `report` ends with.
@@ -63,6 +76,7 @@ impl Default for Import {
             server_rows: Vec::new(),
             files: BTreeMap::new(),
             skipped: Vec::new(),
+            unread: Vec::new(),
             eval_flags: Vec::new(),
             notes: Vec::new(),
         }
@@ -166,7 +180,19 @@ impl Import {
         });
     }
 
-    /// Write the tree, the submissions and published.csv into `out` (missing or empty).
+    /// An entry of the source not read (`untrusted` refused it, or it is a link or not a
+    /// regular file), said on stderr now and in the report.
+    pub fn unread(&mut self, at: impl Into<String>, why: impl std::fmt::Display) {
+        let skip = Skip {
+            at: at.into(),
+            why: format!("not read: {why}"),
+        };
+        eprintln!("kbench import: {}: {}", skip.at, skip.why);
+        self.unread.push(skip);
+    }
+
+    /// Write the tree, the submissions and published.csv into `out` (missing or empty), each
+    /// file created new (`untrusted::create_new_beneath`).
     pub fn write(&self, out: &Path) -> Result<()> {
         if out.read_dir().is_ok_and(|mut d| d.next().is_some()) {
             return Err(Error::Usage(format!(
@@ -174,27 +200,26 @@ impl Import {
                 out.display()
             )));
         }
-        let write = |path: &Path, text: &str| {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))?;
-            }
-            std::fs::write(path, text).map_err(|e| Error::write(path, e))
+        std::fs::create_dir_all(out).map_err(|e| Error::write(out, e))?;
+        let write = |rel: &str, bytes: &[u8]| {
+            untrusted::create_new_beneath(out, Path::new(rel), bytes)
+                .map_err(|e| Error::write(out.join(rel), e))
         };
         for (id, task) in &self.tasks {
-            let path = out.join(format!("tasks/level{}/{}.py", id.level, task.name));
-            write(&path, &task.code)?;
+            let path = format!("tasks/level{}/{}.py", id.level, task.name);
+            write(&path, task.code.as_bytes())?;
         }
         for (path, code) in &self.submissions {
-            write(&out.join("submissions").join(path), code)?;
+            write(&format!("submissions/{path}"), code.as_bytes())?;
         }
         for (path, text) in &self.files {
-            write(&out.join(path), text)?;
+            write(path, text.as_bytes())?;
         }
-        std::fs::create_dir_all(out).map_err(|e| Error::write(out, e))?;
         if !self.server_rows.is_empty() {
-            crate::published::write_csv(&self.server_rows, &out.join("published-server.csv"))?;
+            let csv = crate::published::render_csv(&self.server_rows)?;
+            write("published-server.csv", &csv)?;
         }
-        crate::published::write_csv(&self.rows, &out.join("published.csv"))
+        write("published.csv", &crate::published::render_csv(&self.rows)?)
     }
 
     /// What was written and skipped, and the command that evaluates it.
@@ -227,6 +252,16 @@ impl Import {
                 text.push_str(&format!("  {}: {}\n", s.at, s.why));
             }
         }
+        if !self.unread.is_empty() {
+            text.push_str(&format!(
+                "left {} entry(ies) of the source unread (links and anything not a regular file \
+                 are never followed or opened):\n",
+                self.unread.len()
+            ));
+            for s in &self.unread {
+                text.push_str(&format!("  {}: {}\n", s.at, s.why));
+            }
+        }
         let tasks = if self.tasks.is_empty() {
             " (the source holds no references: add --tasks DIR for the tree it was timed \
              against, or the bundled tasks are used)"
@@ -250,7 +285,7 @@ impl Import {
 /// The rows of a JSON Lines file (or of a JSON array), each with where it is (`line N` or
 /// `row N`); a line that is not JSON is an `Err` with why.
 pub fn json_rows(src: &Path) -> Result<Vec<(String, Result<Value, String>)>> {
-    let bytes = std::fs::read(src).map_err(|e| Error::read(src, e))?;
+    let bytes = untrusted::read_regular(src, CORPUS_CAP).map_err(|e| Error::read(src, e))?;
     if bytes.starts_with(b"PAR1") {
         return Err(Error::Usage(format!(
             "read {}: it is Parquet; convert it to JSON Lines first: python -c \"import pandas \

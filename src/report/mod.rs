@@ -16,9 +16,15 @@ use crate::atomic_file::write as write_atomic;
 use crate::error::{Error, Result};
 use crate::record::RunRecord;
 
-/// Rewrite every file report in `out` from the record (cheap: a few hundred rows).
+/// Rewrite every file report in `out` from the record (cheap: a few hundred rows); results.json
+/// sealed with its MAC in the same write when the record has a key (`record_mac`).
 pub fn write_files(record: &RunRecord, out: &Path) -> Result<()> {
-    write_atomic(&out.join("results.json"), &json::render(record)?)?;
+    let json = json::render(record)?;
+    let json = match &record.key {
+        Some(key) => key.seal(&json),
+        None => json,
+    };
+    write_atomic(&out.join("results.json"), &json)?;
     write_atomic(&out.join("results.csv"), &csv::render(record)?)?;
     write_atomic(&out.join("junit.xml"), junit::render(record)?.as_bytes())
 }
@@ -269,6 +275,8 @@ pub(crate) mod tests {
             published: None,
             command: vec!["kbench".into(), "eval".into(), "submissions/".into()],
             shard: None,
+            unauthenticated: false,
+            key: None,
         }
     }
 
@@ -329,5 +337,24 @@ pub(crate) mod tests {
         for f in ["results.json", "results.csv", "junit.xml"] {
             assert!(dir.path().join(f).metadata().unwrap().len() > 0, "{f}");
         }
+    }
+
+    #[test]
+    fn results_json_is_sealed_in_the_same_write_when_the_run_has_a_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = crate::record_mac::RecordKey::from_seed(7);
+        let mut record = sample_record();
+        record.key = Some(key.clone());
+        write_files(&record, dir.path()).unwrap();
+        let written = std::fs::read(dir.path().join("results.json")).unwrap();
+        let json = key.open(&written).unwrap();
+        assert_eq!(json, json::render(&record).unwrap());
+        let read = json::parse(&written).unwrap();
+        assert_eq!(read.evaluations, record.evaluations);
+        assert!(read.key.is_none(), "the key is never written");
+        record.key = None;
+        write_files(&record, dir.path()).unwrap();
+        let unsealed = std::fs::read(dir.path().join("results.json")).unwrap();
+        assert!(key.open(&unsealed).is_err());
     }
 }
