@@ -11,7 +11,8 @@ Exit codes:
   0  the gate passed: every evaluated kernel is correct (and fast enough, with --min-speedup)
   1  the gate failed: a kernel is incorrect, failed to build or run, timed out, crashed,
      or is slower than --min-speedup
-  2  kbench itself failed (bad arguments, unreadable input, no Python with torch)";
+  2  kbench itself failed (bad arguments, unreadable input, no Python with torch)
+  130  SIGINT, SIGTERM or SIGHUP stopped eval (its workers ended; --resume continues it)";
 
 #[derive(Debug, Parser)]
 #[command(name = "kbench", version, about = "Benchmark and verify AI-generated GPU kernels on the KernelBench tasks", after_help = EXIT_CODES)]

@@ -1,6 +1,7 @@
 //! The process's exit codes, as documented in `--help` (`cli`) and the README: 0 the gate
-//! passed, 1 the gate failed, 2 kbench itself failed. Only commands and `main` choose one; a
-//! bad kernel moves the gate, never kbench's own code.
+//! passed, 1 the gate failed, 2 kbench itself failed, 130 a termination signal stopped it. Only
+//! commands, `main` and the signal handler (`signals`) choose one; a bad kernel moves the gate,
+//! never kbench's own code.
 
 use std::process::ExitCode;
 
@@ -12,6 +13,8 @@ pub enum Exit {
     GateFailed = 1,
     /// kbench's own failure: bad arguments, unreadable input, no Python with torch.
     KbenchFailed = 2,
+    /// SIGINT, SIGTERM or SIGHUP stopped kbench before its end (`signals`).
+    Stopped = 130,
 }
 
 impl Exit {
@@ -40,6 +43,7 @@ mod tests {
         assert_eq!(Exit::Passed as u8, 0);
         assert_eq!(Exit::GateFailed as u8, 1);
         assert_eq!(Exit::KbenchFailed as u8, 2);
+        assert_eq!(Exit::Stopped as u8, 130);
         assert_eq!(Exit::gate(true), Exit::Passed);
         assert_eq!(Exit::gate(false), Exit::GateFailed);
     }

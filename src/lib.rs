@@ -46,6 +46,7 @@ pub mod schedule;
 pub mod serve;
 pub mod setup;
 pub mod shard;
+pub mod signals;
 pub mod sol;
 pub mod stats;
 pub mod submission;

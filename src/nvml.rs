@@ -138,7 +138,7 @@ impl Gpu for Nvml {
 }
 
 /// Clocks locked for the guard's lifetime: reset when it drops (also while a panic unwinds) and
-/// from the termination-signal handler that `guard_signals` installs.
+/// on a termination signal (`reset_on_signal`).
 pub struct ClockLock<G: Gpu> {
     gpu: Arc<Mutex<G>>,
 }
@@ -169,18 +169,16 @@ impl<G: Gpu> Drop for ClockLock<G> {
     }
 }
 
-/// On SIGINT, SIGTERM or SIGHUP: reset every locked GPU, then exit with status 130.
-pub fn guard_signals<G: Gpu + 'static>(gpus: Vec<Arc<Mutex<G>>>) -> Result<(), String> {
-    ctrlc::set_handler(move || {
+/// On SIGINT, SIGTERM or SIGHUP, before kbench exits (`signals`): reset every locked GPU.
+pub fn reset_on_signal<G: Gpu + Send + 'static>(gpus: Vec<Arc<Mutex<G>>>) {
+    crate::signals::undo_on_exit(move || {
         for gpu in &gpus {
             let mut gpu = gpu.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             if let Err(e) = gpu.reset_clocks() {
                 eprintln!("kbench: failed to {e}; reset them with nvidia-smi -rgc");
             }
         }
-        std::process::exit(130);
-    })
-    .map_err(|e| format!("install the clock-restoring signal handler: {e}"))
+    });
 }
 
 #[cfg(test)]

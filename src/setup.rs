@@ -218,8 +218,10 @@ fn check_mac(config: &Config, bytes: &[u8]) -> Result<()> {
 }
 
 /// Add a finished evaluation to the record (in task and file order) and rewrite the record's
-/// files in `out`, so that nothing finished is lost if the run stops.
+/// files in `out`, so that nothing finished is lost if the run stops; a signal's exit waits for
+/// the files to be written whole (`signals::writing`).
 pub fn append(record: &mut RunRecord, eval: Evaluation, out: &Path) -> Result<()> {
+    let _whole = crate::signals::writing();
     record.evaluations.push(eval);
     record
         .evaluations

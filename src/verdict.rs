@@ -94,6 +94,12 @@ pub enum Cause {
     ReferenceError(ReferenceStep, WorkerError),
     /// kbench could not set the evaluation up (its workers, the submission's copy); the reason.
     Unready(String),
+    /// A stage (`"build"`, `"evaluation"`) outlasted its deadline, which only a wait that never
+    /// ends reaches (every worker request has its own): kbench stopped waiting for it
+    /// (`serve::queue`).
+    Abandoned(&'static str, std::time::Duration),
+    /// The evaluation did not finish before the service stopped; why.
+    Unfinished(String),
     /// The reference's output could not be checked (not finite); the reason names the trial.
     Uncheckable(String),
     /// The candidate's outputs are wrong; the reason names the check where one ran.
@@ -137,6 +143,14 @@ impl Cause {
             Cause::ReferenceDied(f) => of_reference_death(f),
             Cause::ReferenceError(step, e) => (Verdict::Skipped, of_reference_error(*step, e)),
             Cause::Unready(why) | Cause::Uncheckable(why) => (Verdict::Skipped, why.clone()),
+            Cause::Abandoned(stage, after) => (
+                Verdict::Timeout,
+                format!(
+                    "{stage}: no result within {:.0} s; kbench stopped waiting for it",
+                    after.as_secs_f64()
+                ),
+            ),
+            Cause::Unfinished(why) => (Verdict::Skipped, format!("not finished: {why}")),
             Cause::Wrong(why) => (Verdict::Incorrect, why.clone()),
             Cause::Contract(why) => (Verdict::Contract, why.clone()),
             Cause::TimedOutputWrong(why) => (Verdict::Cheat, why.clone()),
@@ -501,6 +515,21 @@ mod tests {
                 "worker exited without replying (signal 9)",
             ),
             (C::Silent(forged()), V::Cheat, "protocol error: "),
+            (
+                C::Abandoned("build", std::time::Duration::from_secs(90)),
+                V::Timeout,
+                "build: no result within 90 s; kbench stopped",
+            ),
+            (
+                C::Abandoned("evaluation", std::time::Duration::from_secs(7)),
+                V::Timeout,
+                "evaluation: no result within 7 s",
+            ),
+            (
+                C::Unfinished("the service stopped".into()),
+                V::Skipped,
+                "not finished: the service stopped",
+            ),
             (
                 C::Kernels(Box::default()),
                 V::NoKernel,

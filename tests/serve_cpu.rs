@@ -2,11 +2,19 @@
 //! token, the Python client (clients/python) sending honest, wrong, crashing and hanging
 //! submissions at once, and one awaited; each reply's verdict and class, the refusals (no token,
 //! unknown task, a task file outside the tree), the run record holding every result, and a clean
-//! stop. Needs the project venv (tests/setup-python.sh) or KBENCH_PYTHON.
+//! stop. Then what no request may do: a build that never ends keeps no later request from its
+//! verdict, and a request that hangs keeps neither `POST /v1/shutdown` nor SIGTERM from ending
+//! the service, its record and summary written, with no worker left. Needs the project venv
+//! (tests/setup-python.sh) or KBENCH_PYTHON.
+
+mod common;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{exit_within, left_behind, wait_for_marked, Started, MARK};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -55,26 +63,26 @@ client.shutdown()
 print(json.dumps(out))
 "#;
 
-#[test]
-fn the_client_gets_each_submission_its_verdict_and_the_record_keeps_them() {
-    let out = tempfile::tempdir().unwrap();
-    let fixtures = root().join("tests/fixtures/cpu/level1/19_ReLU");
+/// The build cache the tests share (builds persist across runs in the target folder).
+fn cache() -> PathBuf {
+    root().join("target/kbench-test-cache")
+}
+
+/// `kbench serve` of task 1/19 on the CPU into `out`, with `extra` flags; every process it
+/// starts carries `mark` in its environment (`common::marked`). The service (killed when
+/// dropped) and its URL.
+fn start_service(out: &Path, extra: &[&str], mark: &str) -> (Started, String) {
     let mut service = Command::new(env!("CARGO_BIN_EXE_kbench"))
         .args(["serve", "--listen", "127.0.0.1:0", "--token", "t0ken"])
         .args(["--device", "cpu", "--scale", "small", "--trials", "2"])
-        .args([
-            "--max-samples",
-            "8",
-            "--timeout-call",
-            "10",
-            "--only",
-            "1/19",
-        ])
+        .args(["--max-samples", "8", "--only", "1/19"])
+        .args(extra)
         .arg("--python")
         .arg(python())
         .arg("--out")
-        .arg(out.path())
-        .env("KBENCH_CACHE", root().join("target/kbench-test-cache"))
+        .arg(out)
+        .env("KBENCH_CACHE", cache())
+        .env(MARK, mark)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -83,11 +91,21 @@ fn the_client_gets_each_submission_its_verdict_and_the_record_keeps_them() {
     BufReader::new(service.stdout.take().unwrap())
         .read_line(&mut first)
         .unwrap();
-    let url = first.trim();
+    let url = first.trim().to_string();
     assert!(
         url.starts_with("http://127.0.0.1:"),
         "first line: {first:?}"
     );
+    (Started(service), url)
+}
+
+#[test]
+fn the_client_gets_each_submission_its_verdict_and_the_record_keeps_them() {
+    let out = tempfile::tempdir().unwrap();
+    let fixtures = root().join("tests/fixtures/cpu/level1/19_ReLU");
+    let mark = out.path().display().to_string();
+    let (mut service, url) = start_service(out.path(), &["--timeout-call", "10"], &mark);
+    let url = url.as_str();
 
     // (fixture, verdict, class)
     let expected = [
@@ -103,7 +121,7 @@ fn the_client_gets_each_submission_its_verdict_and_the_record_keeps_them() {
         .env("PYTHONPATH", root().join("clients/python/src"))
         .output()
         .expect("run the client");
-    let status = service.wait().expect("the service stops");
+    let status = service.0.wait().expect("the service stops");
     assert!(
         driver.status.success(),
         "client: {}",
@@ -177,4 +195,245 @@ fn record_verdicts(results: &Path) -> std::collections::BTreeMap<String, String>
             )
         })
         .collect()
+}
+
+/// Sends each file named on its command line as a candidate of 1/19, the n-th after n times
+/// DELAY seconds, all at once; prints each reply (status, and verdict or message) in order.
+const SEND: &str = r#"
+import json, sys, threading, time
+from kbench_client import Client, ServiceError
+
+url, token, delay, files = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4:]
+client = Client(url, token=token)
+replies = [None] * len(files)
+
+def send(n, path):
+    time.sleep(delay * n)
+    try:
+        r = client.evaluate("1/19", open(path).read())
+        replies[n] = {"status": 200, "verdict": r.verdict, "reason": r.reason, "file": r.file}
+    except ServiceError as e:
+        replies[n] = {"status": e.status, "message": e.message}
+
+threads = [threading.Thread(target=send, args=(n, f)) for n, f in enumerate(files)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(json.dumps(replies))
+"#;
+
+/// The client asks the service to stop.
+const SHUT_DOWN: &str = r#"
+import sys
+from kbench_client import Client
+
+Client(sys.argv[1], token="t0ken").shutdown()
+"#;
+
+/// A python running `script` with the client importable, and `args`.
+fn client(script: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(python());
+    cmd.args(["-c", script])
+        .args(args)
+        .env("PYTHONPATH", root().join("clients/python/src"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// `cmd`'s output once it has ended, within `within` (a hang guard: killed past it).
+fn output_within(mut cmd: Command, within: Duration) -> Output {
+    let mut child = cmd.spawn().expect("start the client");
+    let status = exit_within(&mut child, within);
+    let output = child.wait_with_output().unwrap();
+    assert!(status.is_some(), "the client still waited after {within:?}");
+    output
+}
+
+/// The replies `SEND` printed.
+fn replies(output: &Output) -> Vec<serde_json::Value> {
+    assert!(
+        output.status.success(),
+        "client: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// Every evaluation of a results.json, by file.
+fn record_rows(results: &Path) -> std::collections::BTreeMap<String, serde_json::Value> {
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(results).unwrap()).unwrap();
+    record["evaluations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["file"].as_str().unwrap().to_string(), e.clone()))
+        .collect()
+}
+
+/// A submission whose import makes its build folder's record file a FIFO (the compile pool
+/// imports it: it names `load_inline`): a read or write of that file by kbench never ends.
+/// `nonce` makes its source, so its build folder, new to the shared cache.
+fn fifo_submission(nonce: &str) -> String {
+    format!(
+        r#"# load_inline
+import os
+
+NONCE = "{nonce}"
+try:
+    os.mkfifo(os.path.join(os.path.dirname(os.environ["TORCH_EXTENSIONS_DIR"]), "build.json"))
+except OSError:
+    pass
+
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+"#
+    )
+}
+
+/// A forward that starts a process of its own (in the worker's process group: its `sleep 600`
+/// says the forward runs), then never returns.
+const HANG_WITH_CHILD: &str = r#"import subprocess
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        subprocess.Popen(["sleep", "600"])
+        while True:
+            pass
+"#;
+
+/// Remove the build records the FIFO submissions left in the shared cache as FIFOs.
+fn remove_fifos() {
+    use std::os::unix::fs::FileTypeExt;
+    let builds = cache().join("builds");
+    for dir in std::fs::read_dir(builds).into_iter().flatten().flatten() {
+        let record = dir.path().join("build.json");
+        if std::fs::symlink_metadata(&record).is_ok_and(|m| m.file_type().is_fifo()) {
+            let _ = std::fs::remove_file(record);
+        }
+    }
+}
+
+/// Red team: a build that never ends (kbench's own wait on a FIFO the submission planted) holds
+/// one build thread of one, yet the honest request sent after it is answered and recorded, the
+/// stuck one ends as a timeout of its build stage (or gets its verdict, where nothing blocks on
+/// the FIFO any more), and the service still stops cleanly.
+#[test]
+fn a_build_that_never_ends_keeps_no_later_request_from_its_verdict() {
+    let out = tempfile::tempdir().unwrap();
+    let mark = out.path().display().to_string();
+    let fifo = out.path().join("fifo.py");
+    let nonce = format!("{}-{:?}", std::process::id(), Instant::now());
+    std::fs::write(&fifo, fifo_submission(&nonce)).unwrap();
+    let honest = root().join("tests/fixtures/cpu/level1/19_ReLU/honest_torch.py");
+    // One build thread; a build's deadline is twice the compile timeout and 30 s.
+    let flags = ["--jobs", "1", "--timeout-compile", "10"];
+    let (mut service, url) = start_service(out.path(), &flags, &mark);
+    let sent = output_within(
+        client(
+            SEND,
+            &[
+                &url,
+                "t0ken",
+                "3",
+                &fifo.display().to_string(),
+                &honest.display().to_string(),
+            ],
+        ),
+        Duration::from_secs(240),
+    );
+    let stopped = output_within(client(SHUT_DOWN, &[&url]), Duration::from_secs(60));
+    let status = exit_within(&mut service.0, Duration::from_secs(60));
+    remove_fifos();
+    let replies = replies(&sent);
+    let (stuck, after) = (&replies[0], &replies[1]);
+    assert_eq!(after["status"], 200, "{after}");
+    assert_eq!(after["verdict"], "no_kernel", "{after}");
+    assert_eq!(stuck["status"], 200, "{stuck}");
+    let reason = stuck["reason"].as_str().unwrap_or_default();
+    match stuck["verdict"].as_str() {
+        Some("timeout") => assert!(
+            reason.starts_with("build: no result within 50 s"),
+            "{reason}"
+        ),
+        other => assert_eq!(other, Some("no_kernel"), "{stuck}"),
+    }
+    let rows = record_rows(&out.path().join("results.json"));
+    for reply in [stuck, after] {
+        let file = reply["file"].as_str().unwrap();
+        assert_eq!(rows[file]["verdict"], reply["verdict"], "{file}");
+    }
+    assert!(stopped.status.success());
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    assert!(out.path().join("summary.json").exists());
+    assert_eq!(left_behind(&mark, Duration::from_secs(10)), Vec::new());
+}
+
+/// Red team: with a request evaluating a forward that does not return for ten minutes (and a
+/// process it started), `POST /v1/shutdown` and SIGTERM (unconfined, where only kbench's kill
+/// of the worker's group ends that process) each end the service well within a minute: exit
+/// 0, the request's client told it did not finish (503), the record holding it as skipped, the
+/// summary written, and no process of the service left.
+#[test]
+fn a_request_that_hangs_keeps_neither_shutdown_nor_sigterm_from_ending_the_service() {
+    for (how, sandbox) in [("shutdown", "auto"), ("SIGTERM", "off")] {
+        let out = tempfile::tempdir().unwrap();
+        let mark = out.path().display().to_string();
+        let hang = out.path().join("hang.py");
+        std::fs::write(&hang, HANG_WITH_CHILD).unwrap();
+        let flags = ["--timeout-call", "600", "--sandbox", sandbox];
+        let (mut service, url) = start_service(out.path(), &flags, &mark);
+        let sending = client(SEND, &[&url, "t0ken", "0", &hang.display().to_string()])
+            .spawn()
+            .expect("start the client");
+        wait_for_marked(&mark, "sleep 600", Duration::from_secs(180));
+        let asked = Instant::now();
+        if how == "shutdown" {
+            output_within(client(SHUT_DOWN, &[&url]), Duration::from_secs(60));
+        } else {
+            let pid = service.0.id().to_string();
+            assert!(Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success());
+        }
+        let status = exit_within(&mut service.0, Duration::from_secs(90));
+        let took = asked.elapsed();
+        let mut sending = sending;
+        let sent_status = exit_within(&mut sending, Duration::from_secs(30));
+        let sent = sending.wait_with_output().unwrap();
+        let left = left_behind(&mark, Duration::from_secs(10));
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "{how}: {status:?} after {took:?}"
+        );
+        assert!(
+            sent_status.is_some(),
+            "{how}: the client was never answered"
+        );
+        let reply = &replies(&sent)[0];
+        assert_eq!(reply["status"], 503, "{how}: {reply}");
+        let message = reply["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("not finished: the service stopped while it was being evaluated"),
+            "{how}: {message}"
+        );
+        let rows = record_rows(&out.path().join("results.json"));
+        assert_eq!(rows.len(), 1, "{how}");
+        let row = rows.values().next().unwrap();
+        assert_eq!(row["verdict"], "skipped", "{how}");
+        assert!(out.path().join("summary.json").exists(), "{how}");
+        assert_eq!(left, Vec::new(), "{how}: outlived the service");
+    }
 }

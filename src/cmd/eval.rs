@@ -2,8 +2,9 @@
 //! selection are read first (a mistake there is reported before Python starts); then the probe,
 //! `Config`, the GPUs (dedicated, clocks, speed of light), the run record (new or resumed), the
 //! static checks and task facts, and the builds and evaluations (`schedule` over
-//! `pipeline::Python`), each written into the reports as it finishes; last the gate.
-//! Flags are read from `Config` once it is resolved; only what comes before the probe reads
+//! `pipeline::Python`), each written into the reports as it finishes; last the gate. A
+//! termination signal ends the run and its workers, the record holding what finished before it
+//! (`signals`). Flags are read from `Config` once it is resolved; only what comes before the probe reads
 //! `EvalArgs`. Verdicts are decided in `evaluate`, never here.
 
 use crate::cli::{EvalArgs, TaskSource};
@@ -22,6 +23,7 @@ use crate::report;
 use crate::sandbox;
 use crate::schedule::{self, Event};
 use crate::shard::Shard;
+use crate::signals;
 use crate::submission;
 use crate::task::Task;
 use crate::worker;
@@ -50,6 +52,12 @@ pub fn run(args: &EvalArgs) -> Result<Exit> {
     let config = Config::resolve(args, root, python, &probe)?;
     let (found, shard) = split_shard(found, config.shard);
     let out = &config.out;
+    // Before any worker that lives for the run: a signal ends them with kbench.
+    signals::exit_on_signal(format!(
+        "{} holds every evaluation finished before it: --resume continues the run",
+        out.join("results.json").display()
+    ))
+    .map_err(Error::Other)?;
     // Before any thread or process that should keep off the timing CPUs starts.
     let timing_cpus = cpus::reserve(config.slots());
 
@@ -261,6 +269,6 @@ fn lock_clocks(config: &Config) -> Result<Vec<nvml::ClockLock<nvml::Nvml>>> {
         let device = nvml::Nvml::open(*gpu).map_err(Error::Other)?;
         locks.push(nvml::ClockLock::new(device, mhz).map_err(Error::Other)?);
     }
-    nvml::guard_signals(locks.iter().map(|l| l.shared()).collect()).map_err(Error::Other)?;
+    nvml::reset_on_signal(locks.iter().map(|l| l.shared()).collect());
     Ok(locks)
 }

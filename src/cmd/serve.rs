@@ -1,12 +1,15 @@
 //! `kbench serve`: set up once what `eval` sets up per run (tasks, probe, `Config`, GPUs, task
 //! facts, confinement, backend), listen, and answer evaluation requests until a signal or
-//! `POST /v1/shutdown`; then finish the requests admitted and write each run's summary.
-//! The first line on stdout is the service's URL (the port chosen, with port 0).
+//! `POST /v1/shutdown`; then give the requests admitted a grace period, record those left as not
+//! finished, write each run's summary and end every worker (`shut_down`). A second signal ends
+//! it at once (`signals`). The first line on stdout is the service's URL (the port chosen, with
+//! port 0).
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::cli::ServeArgs;
 use crate::config::{self, Config};
@@ -16,10 +19,14 @@ use crate::exit::Exit;
 use crate::probe::Probe;
 use crate::sandbox;
 use crate::serve::{self, Service};
+use crate::signals;
 use crate::worker;
 
 use super::tasks;
 use crate::setup;
+
+/// How long a stopping service waits for its replies to leave (a client may read slowly).
+const REPLY_WAIT: Duration = Duration::from_secs(5);
 
 pub fn run(args: &ServeArgs) -> Result<Exit> {
     sandbox::protect_self();
@@ -30,6 +37,13 @@ pub fn run(args: &ServeArgs) -> Result<Exit> {
         .or_else(|| std::env::var("KBENCH_TOKEN").ok())
         .filter(|t| !t.is_empty());
     check_listen(args.listen, token.as_deref())?;
+    // Before any worker starts: a signal during the set-up stops the service as it opens.
+    let stop = Arc::new(AtomicBool::new(false));
+    signals::stop_on_signal(
+        Arc::clone(&stop),
+        "requests in flight were not recorded".into(),
+    )
+    .map_err(Error::Other)?;
     let run = &args.run;
     let (root, mut tasks) = tasks::load(&run.source)?;
     if !run.only.is_empty() {
@@ -88,14 +102,31 @@ pub fn run(args: &ServeArgs) -> Result<Exit> {
             ""
         }
     );
-    let stop = Arc::new(AtomicBool::new(false));
-    let on_signal = Arc::clone(&stop);
-    ctrlc::set_handler(move || on_signal.store(true, Ordering::SeqCst))
-        .map_err(|e| Error::Other(format!("handle termination signals: {e}")))?;
-    serve::http::serve(&server, &service, token.as_deref(), &stop);
-    eprintln!("kbench serve: stopping: finishing the requests admitted");
-    service.stop()?;
+    let service = Arc::new(service);
+    let answering = serve::http::serve(&server, &service, token.as_deref(), &stop);
+    shut_down(&service, &answering)?;
     Ok(Exit::gate(true))
+}
+
+/// Stop: the requests admitted get `serve::GRACE` to finish, those left are recorded as not
+/// finished, their replies get `REPLY_WAIT` to leave, then each run's summary is written and
+/// every worker still alive is killed (a stage given up on may hold some).
+fn shut_down(service: &Service, answering: &serve::http::Answering) -> Result<()> {
+    eprintln!(
+        "kbench serve: stopping: the requests admitted get {} s to finish",
+        serve::GRACE.as_secs()
+    );
+    let left = service.close();
+    if left > 0 {
+        eprintln!("kbench serve: {left} request(s) not finished: recorded as skipped");
+    }
+    let unanswered = answering.wait(REPLY_WAIT);
+    if unanswered > 0 {
+        eprintln!("kbench serve: {unanswered} client(s) not answered: their connections close");
+    }
+    let stopped = service.stop();
+    worker::live::end_all();
+    stopped
 }
 
 /// Flags of `eval` that have no meaning for a service.

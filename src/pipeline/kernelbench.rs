@@ -112,7 +112,8 @@ impl<S: Spawner> Python<'_, S> {
         slot: usize,
         eval: &mut Evaluation,
     ) -> Found {
-        let _hold = self.gates[slot].enter(self.alone(task));
+        let gate = self.gate(slot);
+        let _hold = gate.enter(self.alone(task));
         let pair = match self.take_pair(slot) {
             Ok(pair) => pair,
             Err(e) => return ended(Cause::Unready(e)),

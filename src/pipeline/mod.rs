@@ -14,7 +14,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicUsize;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::cache_key::CacheKey;
@@ -67,6 +67,26 @@ pub trait Backend: Sync {
         build: &Build,
         slot: usize,
     ) -> Evaluation;
+    /// The evaluation `cause` decides where the backend's own stages gave no result (a stage
+    /// abandoned, a service that stopped first), with the `build` where it got that far; no
+    /// worker runs.
+    fn gave_up(
+        &self,
+        task: &Task,
+        submission: &Submission,
+        build: Option<&Build>,
+        cause: &Cause,
+    ) -> Evaluation {
+        let mut eval = Evaluation {
+            build: build.cloned(),
+            ..decide::early(task, submission)
+        };
+        decide::conclude(&mut eval, cause);
+        eval
+    }
+    /// Later evaluations on `slot` share nothing with those before: one was abandoned there
+    /// and may never let go of what it holds.
+    fn replace_slot(&self, _slot: usize) {}
 }
 
 /// How the backend starts its workers: processes (`Processes`), or in tests scripted workers.
@@ -117,8 +137,9 @@ pub struct Python<'a, S: Spawner = Processes> {
     started: AtomicUsize,
     /// Per slot, NVML for its GPU (read-only), when it can be opened.
     gpus: Vec<Option<Mutex<Nvml>>>,
-    /// Per slot, what its lanes may share (`lanes`).
-    gates: Vec<Gate>,
+    /// Per slot, what its lanes may share (`lanes`); replaced when an evaluation there is
+    /// abandoned (`replace_slot`).
+    gates: Vec<Mutex<Arc<Gate>>>,
     /// Facts of the tasks (input-only constants, degenerate flags), where they could be derived.
     facts: &'a HashMap<TaskId, TaskFacts>,
     /// Per slot, the CPU set aside for its timed calls' submitting threads (`cpus::reserve`).
@@ -166,7 +187,7 @@ impl<'a> Python<'a> {
                 .iter()
                 .map(|g| Nvml::open(*g).ok().map(Mutex::new))
                 .collect(),
-            gates: (0..config.slots()).map(|_| Gate::default()).collect(),
+            gates: (0..config.slots()).map(|_| Mutex::default()).collect(),
             facts,
             timing_cpus,
             confinement,
@@ -231,6 +252,28 @@ impl<S: Spawner> Backend for Python<'_, S> {
             .apply(&mut eval, facts, self.config, host_error);
         eval
     }
+
+    fn gave_up(
+        &self,
+        task: &Task,
+        submission: &Submission,
+        build: Option<&Build>,
+        cause: &Cause,
+    ) -> Evaluation {
+        let mut eval = Evaluation {
+            sandbox: self.confinement.label.clone(),
+            build: build.cloned(),
+            ..decide::early(task, submission)
+        };
+        decide::conclude(&mut eval, cause);
+        let facts = self.facts.get(&task.id);
+        self.annotations.apply(&mut eval, facts, self.config, None);
+        eval
+    }
+
+    fn replace_slot(&self, slot: usize) {
+        *self.gates[slot].lock().expect("gate lock") = Arc::default();
+    }
 }
 
 impl<S: Spawner> Python<'_, S> {
@@ -241,6 +284,11 @@ impl<S: Spawner> Python<'_, S> {
             build: Some(build.clone()),
             ..decide::early(task, submission)
         }
+    }
+
+    /// The gate of `slot`'s lanes (`lanes`), as it is now.
+    fn gate(&self, slot: usize) -> Arc<Gate> {
+        Arc::clone(&self.gates[slot].lock().expect("gate lock"))
     }
 
     /// Whether `task`'s evaluations take the GPU alone (`Config::alone`, by its facts' memory).
@@ -290,7 +338,8 @@ impl<S: Spawner> Python<'_, S> {
         eval: &mut Evaluation,
     ) -> Result<Judged, Failed> {
         // Before the workers: dropped after them, once their GPU memory is freed.
-        let mut hold = self.gates[slot].enter(alone);
+        let gate = self.gate(slot);
+        let mut hold = gate.enter(alone);
         eval.phases.gpu_wait_s = hold.waited.as_secs_f64();
         let mut reuse = true;
         loop {

@@ -227,7 +227,7 @@ mod scripted {
             left: Mutex::default(),
             started: AtomicUsize::new(0),
             gpus: Vec::new(),
-            gates: vec![Gate::default()],
+            gates: vec![Mutex::default()],
             facts,
             timing_cpus: Vec::new(),
             reuse: true,

@@ -1,11 +1,14 @@
 //! The service over HTTP (tiny_http: one thread per request, each waiting for its evaluation):
 //! `POST /v1/evaluate`, `GET /v1/health`, `GET /v1/tasks`, `POST /v1/shutdown`, JSON in and
 //! out, every route behind the bearer token when the service has one. Errors are JSON
-//! `{"error": ...}` with a 4xx or 5xx status; a verdict, whatever it is, is a 200.
+//! `{"error": ...}` with a 4xx or 5xx status; a verdict, whatever it is, is a 200. The
+//! requests being answered are counted (`Answering`), so a stopping service waits for their
+//! replies, but not for a client that never finishes sending or reading.
 
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tiny_http::{Header, Method, Request, Response, Server};
@@ -13,26 +16,76 @@ use tiny_http::{Header, Method, Request, Response, Server};
 use super::request::{self, Refusal};
 use super::Service;
 
-/// Answer requests until `stop` is set (a signal or `POST /v1/shutdown`), then wait for the
-/// requests in flight to be answered.
-pub fn serve(server: &Server, service: &Service, token: Option<&str>, stop: &AtomicBool) {
-    std::thread::scope(|s| {
-        while !stop.load(Ordering::SeqCst) {
-            match server.recv_timeout(Duration::from_millis(100)) {
-                Ok(Some(request)) => {
-                    s.spawn(move || answer(request, service, token, stop));
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    eprintln!("kbench serve: failed to accept a request: {e}");
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-            }
-        }
-    });
+/// The requests being answered.
+#[derive(Default)]
+pub struct Answering {
+    count: Mutex<usize>,
+    changed: Condvar,
 }
 
-fn answer(mut request: Request, service: &Service, token: Option<&str>, stop: &AtomicBool) {
+/// One request being answered, until dropped.
+struct Answer(Arc<Answering>);
+
+impl Drop for Answer {
+    fn drop(&mut self) {
+        *self.0.count.lock().unwrap_or_else(PoisonError::into_inner) -= 1;
+        self.0.changed.notify_all();
+    }
+}
+
+impl Answering {
+    fn begin(self: &Arc<Self>) -> Answer {
+        *self.count.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        Answer(Arc::clone(self))
+    }
+
+    /// Wait up to `within` for every request to be answered; how many are not.
+    pub fn wait(&self, within: Duration) -> usize {
+        let until = Instant::now() + within;
+        let mut count = self.count.lock().unwrap_or_else(PoisonError::into_inner);
+        while *count > 0 && Instant::now() < until {
+            let left = until.saturating_duration_since(Instant::now());
+            count = self
+                .changed
+                .wait_timeout(count, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        *count
+    }
+}
+
+/// Answer requests, each on a thread of its own, until `stop` is set (a signal or
+/// `POST /v1/shutdown`); the requests still being answered then.
+pub fn serve(
+    server: &Server,
+    service: &Arc<Service>,
+    token: Option<&str>,
+    stop: &Arc<AtomicBool>,
+) -> Arc<Answering> {
+    let answering = Arc::new(Answering::default());
+    while !stop.load(Ordering::SeqCst) {
+        match server.recv_timeout(Duration::from_millis(100)) {
+            Ok(Some(request)) => {
+                let answer = answering.begin();
+                let (service, stop) = (Arc::clone(service), Arc::clone(stop));
+                let token = token.map(str::to_string);
+                std::thread::spawn(move || {
+                    respond(request, &service, token.as_deref(), &stop);
+                    drop(answer);
+                });
+            }
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("kbench serve: failed to accept a request: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    answering
+}
+
+fn respond(mut request: Request, service: &Service, token: Option<&str>, stop: &AtomicBool) {
     let (status, body) = match route(&mut request, service, token, stop) {
         Ok(body) => (200, body),
         Err(refusal) => (refusal.status, json!({ "error": refusal.message })),

@@ -7,6 +7,10 @@
 //! A request's settings (`request::Settings`) that differ from the service's make a run of their
 //! own (`Variant`: its `Config`, backend, workers and record, in `variants/<settings>/`), so that
 //! each record holds evaluations of one configuration only; at most `MAX_VARIANTS` of them.
+//!
+//! Nothing waits for ever: each stage of a request has its deadline (`deadlines`, from the run's
+//! timeouts), and a service asked to stop waits `GRACE` for the requests admitted, then records
+//! those left as not finished (`close`) before it writes each run's summary (`stop`).
 
 pub mod http;
 pub mod queue;
@@ -16,6 +20,7 @@ pub mod request;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -25,19 +30,55 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::pipeline;
 use crate::probe::Probe;
-use crate::record::{Ceilings, Evaluation, RunRecord};
+use crate::record::{Ceilings, RunRecord};
 use crate::report;
 use crate::sandbox::Confinement;
 use crate::setup::{self, Facts};
 use crate::submission::Submission;
 use crate::task::Task;
 
-use queue::{Job, Queue};
+use queue::{Deadlines, Job, Outcome, Queue, Refused};
 use request::{Key, Refusal};
 
 /// Runs with settings of their own a service keeps at most, its own included: each keeps warm
 /// workers per slot.
 pub const MAX_VARIANTS: usize = 4;
+
+/// How long a service asked to stop waits for the requests admitted before it records those
+/// left as not finished: with the summaries, it ends within half a minute.
+pub const GRACE: Duration = Duration::from_secs(20);
+/// How long `stop` waits for a record being written before it leaves that run's summary out.
+const RECORD_WAIT: Duration = Duration::from_secs(3);
+/// A stage's time beyond the deadlines of its worker requests: kbench's own work (starting
+/// workers, staging the submission, hashing a build folder, writing the record).
+const STAGE_MARGIN: Duration = Duration::from_secs(30);
+/// `--timeout-call`s an evaluation may spend beside its trials: the perturbed and determinism
+/// checks' calls, the warm-ups (a call and an allowance each), the blocks past the budget, the
+/// process check, the state checks and the profiled calls. Generous: nothing honest nears it.
+const CALLS_BESIDE_TRIALS: u32 = 64;
+/// What timing may take beyond `--budget` (the server mode's cap is a minute).
+const TIMING_BEYOND_BUDGET: Duration = Duration::from_secs(60);
+
+/// Each stage's deadline under `config`: the most the deadlines of its worker requests add up
+/// to, and `STAGE_MARGIN`. Only a wait that never ends reaches one (every worker request has
+/// its own deadline): a build is an import and a warm-up under `--timeout-compile` each; an
+/// evaluation attempt is the candidate's load (and KernelBench's own, with what they compile),
+/// torch.compile's arm, timing and its calls (each trial a candidate's call and the reference's
+/// check, and KernelBench's trials again), and an evaluation is one attempt, one more (alone, or
+/// on a fresh pair) and the other lanes' attempts it may wait for.
+pub fn deadlines(config: &Config) -> Deadlines {
+    let t = &config.timeouts;
+    let calls = 4 * config.trials + CALLS_BESIDE_TRIALS;
+    let attempt = (t.load + t.compile) * 2
+        + t.compile
+        + config.budget
+        + TIMING_BEYOND_BUDGET
+        + t.call * calls;
+    Deadlines {
+        build: t.compile * 2 + STAGE_MARGIN,
+        evaluate: attempt * (config.lanes as u32 + 1) + STAGE_MARGIN,
+    }
+}
 
 /// What every run of the service shares, found once at start.
 pub struct Shared {
@@ -55,12 +96,14 @@ pub struct Shared {
     pub ceilings: Option<Ceilings>,
 }
 
-/// One run of the service: its settings, backend and record.
+/// One run of the service: its settings, backend, deadlines and record.
 struct Variant {
     key: Key,
     config: &'static Config,
     backend: Arc<pipeline::Python<'static>>,
-    record: Mutex<RunRecord>,
+    deadlines: Deadlines,
+    /// Locked to append one evaluation (`record`), and by `stop` within `RECORD_WAIT`.
+    record: parking_lot::Mutex<RunRecord>,
 }
 
 pub struct Service {
@@ -123,14 +166,15 @@ impl Service {
         }
         let key = request.settings.resolve(Key::of(&self.shared.args))?;
         let variant = self.variant(key)?;
-        let admission = self.queue.admit().ok_or_else(|| {
-            Refusal::new(
+        let admission = self.queue.admit().map_err(|refused| match refused {
+            Refused::Full => Refusal::new(
                 429,
                 format!(
                     "the queue is full ({} requests admitted, --queue): retry later",
                     self.queue.load().1
                 ),
-            )
+            ),
+            Refused::Stopping => Refusal::new(503, "the service is stopping"),
         })?;
         let submission = write_submission(variant.config, task, &request.source)
             .map_err(|e| Refusal::new(500, format!("kbench failed to {e}")))?;
@@ -152,13 +196,14 @@ impl Service {
                 backend: Arc::clone(&variant.backend),
                 task: task.clone(),
                 submission,
-                done: Box::new(move |eval| {
-                    let _ = tx.send(recorder.record(eval));
+                deadlines: variant.deadlines,
+                done: Box::new(move |outcome| {
+                    let _ = tx.send(recorder.record(outcome));
                 }),
             },
         );
         rx.recv()
-            .map_err(|_| Refusal::new(500, "kbench failed to finish the evaluation"))
+            .unwrap_or_else(|_| Err(Refusal::new(500, "kbench failed to finish the evaluation")))
     }
 
     /// The run of `key`'s settings, started on first use.
@@ -192,11 +237,23 @@ impl Service {
         Ok(Arc::clone(variants.last().expect("pushed")))
     }
 
-    /// Finish every admitted request, then write each run's summary and page.
-    pub fn stop(self) -> Result<()> {
-        self.queue.close();
-        for v in self.variants.into_inner().expect("variants lock") {
-            let record = v.record.lock().expect("record lock");
+    /// Admit no more requests, wait up to `GRACE` for those admitted, and record those left as
+    /// not finished (their replies say so); how many were left.
+    pub fn close(&self) -> usize {
+        self.queue.close(GRACE)
+    }
+
+    /// Write each run's summary and page (after `close`); a run whose record is still being
+    /// written after `RECORD_WAIT` is left out, and said so.
+    pub fn stop(&self) -> Result<()> {
+        for v in self.variants.lock().expect("variants lock").iter() {
+            let Some(record) = v.record.try_lock_for(RECORD_WAIT) else {
+                eprintln!(
+                    "kbench serve: {} is still being written: its summary is not",
+                    v.config.out.join("results.json").display()
+                );
+                continue;
+            };
             let summary = report::summary::summarize_run(&record);
             report::write_summary(&summary, &v.config.out)?;
             report::write_html(&record, &summary, &v.config.out)?;
@@ -206,11 +263,22 @@ impl Service {
 }
 
 impl Variant {
-    /// Append `eval` to the record (said on stderr if the write fails: the reply still goes),
-    /// and the reply.
-    fn record(&self, eval: Evaluation) -> Value {
+    /// Append the request's evaluation to the record (said on stderr if the write fails: the
+    /// reply still goes), and the reply: a refusal (503) for a request the service stopped
+    /// before it finished.
+    fn record(&self, outcome: Outcome) -> std::result::Result<Value, Refusal> {
+        let (eval, finished) = match outcome {
+            Outcome::Judged(eval) => (eval, true),
+            Outcome::Unfinished(eval) => (eval, false),
+        };
         let results = self.config.out.join("results.json");
         let reply = reply::render(&eval, self.config.contract, &results);
+        let unfinished = format!(
+            "{}; recorded as {} in {}",
+            eval.reason,
+            eval.verdict,
+            results.display()
+        );
         eprintln!(
             "kbench serve: {} {} {}{} ({:.1} s)",
             eval.label(),
@@ -221,11 +289,15 @@ impl Variant {
                 .map_or(String::new(), |t| format!(" {:.2}x", t.speedup)),
             eval.seconds
         );
-        let mut record = self.record.lock().expect("record lock");
+        let mut record = self.record.lock();
         if let Err(e) = setup::append(&mut record, eval, &self.config.out) {
             eprintln!("kbench serve: failed to {e}");
         }
-        reply
+        if finished {
+            Ok(reply)
+        } else {
+            Err(Refusal::new(503, unfinished))
+        }
     }
 }
 
@@ -255,8 +327,9 @@ fn variant(shared: &Shared, key: Key, args: &EvalArgs) -> Result<Variant> {
     Ok(Variant {
         key,
         config,
+        deadlines: deadlines(config),
         backend: Arc::new(backend),
-        record: Mutex::new(record),
+        record: parking_lot::Mutex::new(record),
     })
 }
 
@@ -290,6 +363,62 @@ fn write_submission(config: &Config, task: &Task, source: &str) -> Result<Submis
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => n += 1,
             Err(e) => return Err(Error::write(&path, e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::Probe;
+
+    fn resolved(flags: &[&str]) -> Config {
+        let cli = <crate::cli::Cli as clap::Parser>::parse_from(
+            ["kbench", "eval", "submissions"].iter().chain(flags),
+        );
+        let crate::cli::Command::Eval(args) = cli.command else {
+            panic!("not eval");
+        };
+        let probe = Probe {
+            facts: serde_json::from_value(serde_json::json!({
+                "cuda_available": true,
+                "gpus": [{"capability": "9.0", "memory_bytes": 80u64 << 30}],
+            }))
+            .unwrap(),
+        };
+        Config::resolve(&args, PathBuf::from("tasks"), "python3".into(), &probe).unwrap()
+    }
+
+    #[test]
+    fn each_stage_s_deadline_follows_the_run_s_timeouts() {
+        let small = [
+            "--timeout-compile",
+            "2",
+            "--timeout-load",
+            "5",
+            "--timeout-call",
+            "3",
+            "--trials",
+            "2",
+            "--budget",
+            "1",
+        ];
+        // (flags, build's seconds, evaluation's seconds): an attempt of the defaults is
+        // (300 + 600) * 2 + 600 + 10 + 60 + 120 * (4 * 5 + 64) = 12550 s.
+        for (flags, build, evaluate) in [
+            (&[][..], 1230, 12550 * 2 + 30),
+            (&["--lanes", "2"][..], 1230, 12550 * 3 + 30),
+            (&small[..], 34, (14 + 2 + 1 + 60 + 3 * 72) * 2 + 30),
+        ] {
+            let got = deadlines(&resolved(flags));
+            assert_eq!(
+                got,
+                Deadlines {
+                    build: Duration::from_secs(build),
+                    evaluate: Duration::from_secs(evaluate),
+                },
+                "{flags:?}"
+            );
         }
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod fake;
 pub mod link;
+pub mod live;
 pub mod process;
 pub mod protocol;
 pub mod python;

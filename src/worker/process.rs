@@ -1,6 +1,7 @@
 //! One worker process: spawn in its own process group with the protocol on private pipes
 //! (fds 3 and 4, never stdout), deadlines per request, capped logs, kill of the whole group.
-//! It knows nothing of tasks or verdicts.
+//! Every worker is started through `live`, which ends it with kbench. It knows nothing of tasks
+//! or verdicts.
 
 use std::fs::File;
 use std::io::Write;
@@ -14,6 +15,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::link::Link;
+use super::live::{self, Registration};
 use super::protocol::{self, Reply};
 use super::request::{Exit, Request};
 use super::streams::{drain, pipe, read_replies, Stop};
@@ -93,6 +95,8 @@ pub struct Worker {
     gone: bool,
     /// The processes `pause` stopped, for `resume`.
     paused: Vec<u32>,
+    /// Its group among the live ones (`live`), let go of when the worker is dropped.
+    _live: Registration,
 }
 
 impl Worker {
@@ -127,7 +131,9 @@ impl Worker {
             .process_group(0);
         let (r, w) = (req_read.as_raw_fd(), rep_write.as_raw_fd());
         let open_max = open_max();
-        // SAFETY: only async-signal-safe fcntl/dup2/close/close_range between fork and exec. The
+        let kbench = std::process::id() as libc::pid_t;
+        // SAFETY: only async-signal-safe fcntl/dup2/close/close_range/prctl between fork and
+        // exec. The worker is killed when kbench ends (`live::die_with_parent`). The
         // pipe fds may themselves be 3 or 4, so they are first moved above 10; dup2 then clears
         // CLOEXEC on 3 and 4. Every fd above 4 is then closed at exec, whoever opened it and
         // wherever kbench got it from (a library, kbench's own parent): the worker starts with
@@ -145,10 +151,10 @@ impl Worker {
                 libc::close(r);
                 libc::close(w);
                 close_at_exec_from(5, open_max);
-                Ok(())
+                live::die_with_parent(kbench)
             });
         }
-        let mut child = cmd.spawn()?;
+        let (mut child, registration) = live::spawn(cmd)?;
         drop(req_read);
         drop(rep_write);
         let log = Arc::new(Mutex::new((log, 0u64)));
@@ -180,6 +186,7 @@ impl Worker {
             clean: true,
             gone: false,
             paused: Vec::new(),
+            _live: registration,
         })
     }
 

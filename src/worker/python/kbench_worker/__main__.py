@@ -10,10 +10,23 @@ from .protocol import Channel
 STARTED = time.perf_counter()
 
 
+def die_with_parent():
+    """Be killed when the process that started this worker ends: kbench, or the sandbox's
+    `unshare`, which kbench's end kills. kbench asks for it before exec, but a change of uid
+    (the sandbox's, when kbench is root) clears it, so it is asked again here, before any
+    submission code runs."""
+    import ctypes
+    import signal
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+
+
 def main():
     # A crash in native code (a submission's kernel wrapper, a driver) leaves its Python stack
     # in the worker's log instead of a bare signal.
     faulthandler.enable()
+    die_with_parent()
     role = sys.argv[1] if len(sys.argv) > 1 else ""
     if role == "reference":
         # Trusted: not dumpable, so /proc/<pid>/mem and /proc/<pid>/fd (its pipes) are closed to
