@@ -567,7 +567,7 @@ impl Config {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -585,7 +585,8 @@ mod tests {
         assert!(parse_set("a b=1").is_err());
     }
 
-    fn resolved(flags: &[&str]) -> Config {
+    /// The configuration `kbench eval submissions FLAGS` resolves to, on an H100-like probe.
+    pub(crate) fn resolved(flags: &[&str]) -> Config {
         let cli = <crate::cli::Cli as clap::Parser>::parse_from(
             ["kbench", "eval", "submissions"].iter().chain(flags),
         );

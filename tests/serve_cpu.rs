@@ -298,21 +298,8 @@ class ModelNew(nn.Module):
     )
 }
 
-/// A forward that starts a process of its own (in the worker's process group: its `sleep 600`
-/// says the forward runs), then never returns.
-const HANG_WITH_CHILD: &str = r#"import subprocess
-import torch
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        subprocess.Popen(["sleep", "600"])
-        while True:
-            pass
-"#;
-
-/// Remove the build records the FIFO submissions left in the shared cache as FIFOs.
+/// Remove the FIFOs the submissions planted in their build folders in the shared cache (kbench
+/// opens none of them; the cache of later tests keeps regular files only).
 fn remove_fifos() {
     use std::os::unix::fs::FileTypeExt;
     let builds = cache().join("builds");
@@ -390,7 +377,7 @@ fn a_request_that_hangs_keeps_neither_shutdown_nor_sigterm_from_ending_the_servi
         let out = tempfile::tempdir().unwrap();
         let mark = out.path().display().to_string();
         let hang = out.path().join("hang.py");
-        std::fs::write(&hang, HANG_WITH_CHILD).unwrap();
+        std::fs::write(&hang, common::HANG_WITH_CHILD).unwrap();
         let flags = ["--timeout-call", "600", "--sandbox", sandbox];
         let (mut service, url) = start_service(out.path(), &flags, &mark);
         let sending = client(SEND, &[&url, "t0ken", "0", &hang.display().to_string()])

@@ -26,20 +26,6 @@ fn python() -> String {
         .unwrap_or_else(|_| root().join(".venv/bin/python").display().to_string())
 }
 
-/// A forward that starts a process of its own (in the worker's process group: its `sleep 600`
-/// says the forward runs), then never returns.
-const HANG_WITH_CHILD: &str = r#"import subprocess
-import torch
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        subprocess.Popen(["sleep", "600"])
-        while True:
-            pass
-"#;
-
 /// `kbench eval` of `submissions` into `out`, with `extra` flags, every process it starts
 /// marked with `mark`.
 fn eval(submissions: &Path, out: &Path, extra: &[&str], mark: &str) -> Command {
@@ -85,7 +71,7 @@ fn no_worker_outlives_kbench_stopped_by_a_signal() {
         let submissions = dir.path().join("submissions");
         let task = submissions.join("level1/19_ReLU");
         std::fs::create_dir_all(&task).unwrap();
-        std::fs::write(task.join("hang.py"), HANG_WITH_CHILD).unwrap();
+        std::fs::write(task.join("hang.py"), common::HANG_WITH_CHILD).unwrap();
         let (out, log) = (dir.path().join("run"), dir.path().join("stderr"));
         let flags = ["--timeout-call", "600", "--sandbox", sandbox];
         let mut kbench = Started(

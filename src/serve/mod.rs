@@ -370,24 +370,7 @@ fn write_submission(config: &Config, task: &Task, source: &str) -> Result<Submis
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::Probe;
-
-    fn resolved(flags: &[&str]) -> Config {
-        let cli = <crate::cli::Cli as clap::Parser>::parse_from(
-            ["kbench", "eval", "submissions"].iter().chain(flags),
-        );
-        let crate::cli::Command::Eval(args) = cli.command else {
-            panic!("not eval");
-        };
-        let probe = Probe {
-            facts: serde_json::from_value(serde_json::json!({
-                "cuda_available": true,
-                "gpus": [{"capability": "9.0", "memory_bytes": 80u64 << 30}],
-            }))
-            .unwrap(),
-        };
-        Config::resolve(&args, PathBuf::from("tasks"), "python3".into(), &probe).unwrap()
-    }
+    use crate::config::tests::resolved;
 
     #[test]
     fn each_stage_s_deadline_follows_the_run_s_timeouts() {

@@ -5,6 +5,20 @@
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
+/// A forward that starts a process of its own (in the worker's process group: its `sleep 600`
+/// says the forward runs), then never returns.
+pub const HANG_WITH_CHILD: &str = r#"import subprocess
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        subprocess.Popen(["sleep", "600"])
+        while True:
+            pass
+"#;
+
 /// The environment variable that marks every process a test's kbench starts.
 pub const MARK: &str = "KBENCH_TEST_MARK";
 
