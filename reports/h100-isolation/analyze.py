@@ -8,6 +8,7 @@ import pathlib
 import statistics
 
 HERE = pathlib.Path(__file__).parent
+CALLS = ("call1", "call2", "call3", "call4")
 CL1 = HERE.parent / "h100-verdicts" / "cl1.results.json.gz"
 
 
@@ -24,7 +25,7 @@ def identity():
     print("## Identities (40 tasks, every sixth of the 250)\n")
     print("| call | code | evaluated | labels | not SAME | pause_s median / max / sum | candidate_end_s median / max / sum | evaluation seconds |")
     print("|---|---|---|---|---|---|---|---|")
-    for call, code in (("call1", "592314f"), ("call2", "e3113c5"), ("call3", "5fabbad")):
+    for call, code in (("call1", "592314f"), ("call2", "e3113c5"), ("call3", "5fabbad"), ("call4", "2a0b34a")):
         es = evaluations(f"{call}-identity.results.json.gz")
         labels = collections.Counter(label(e) for e in es)
         odd = "; ".join(f"{e['file']} {label(e)} {e['timing']['speedup']:.3f} ({e['timing']['method']})" for e in es if label(e) != "same")
@@ -38,13 +39,13 @@ def identity():
 def attacks():
     print("## Attacks (level1/19_ReLU)\n")
     rows = collections.defaultdict(dict)
-    for call in ("call1", "call2", "call3"):
+    for call in CALLS:
         for e in evaluations(f"{call}-attacks.results.json.gz"):
             rp = next((c for c in e["checks"] if c["name"] == "runtime.processes"), None)
             rows[e["file"].split("/")[-1]][call] = f"{e['verdict']} {label(e) or ''}".strip() + (f" [{rp['outcome']}]" if rp and rp["outcome"] != "pass" else "")
-    print("| file | call1 | call2 | call3 |\n|---|---|---|---|")
+    print("| file | call1 | call2 | call3 | call4 |\n|---|---|---|---|---|")
     for f, r in sorted(rows.items()):
-        print(f"| {f} | {r.get('call1', '-')} | {r.get('call2', '-')} | {r.get('call3', '-')} |")
+        print(f"| {f} | " + " | ".join(r.get(c, "-") for c in CALLS) + " |")
     print()
 
 
@@ -52,7 +53,7 @@ def cuda_l1():
     print("## CUDA-L1 sample against the last full record (h100-verdicts/cl1, H100)\n")
     old = {e["file"]: e for e in json.load(gzip.open(CL1))["evaluations"]}
     print("| call | rows | same verdict | changed |\n|---|---|---|---|")
-    for call in ("call1", "call2"):
+    for call in ("call1", "call2", "call4"):
         es = evaluations(f"{call}-cuda-l1.results.json.gz")
         changed = [f"{e['file'].split('_')[0]} {old[e['file']]['verdict']} -> {e['verdict']}" for e in es if old[e["file"]]["verdict"] != e["verdict"]]
         print(f"| {call} | {len(es)} | {len(es) - len(changed)} | {'; '.join(changed)} |")
@@ -61,7 +62,7 @@ def cuda_l1():
 
 def corpus():
     print("## GPU corpus\n")
-    for call in ("call1", "call2", "call3"):
+    for call in CALLS:
         path = HERE / f"{call}-corpus.table.md"
         if path.exists():
             print(f"{call}: {path.read_text().strip().splitlines()[-1]} ({len(evaluations(f'{call}-corpus.results.json.gz'))} evaluated)")
