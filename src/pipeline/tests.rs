@@ -327,13 +327,44 @@ mod scripted {
         );
     }
 
+    /// After `params.perturbation`'s trial both workers put the parameters back, before any
+    /// later trial, so the checks after it and timing judge the parameters as built.
+    #[test]
+    fn the_parameters_go_back_before_the_next_trial() {
+        use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+        static PERTURBED: AtomicU32 = AtomicU32::new(0);
+        static RESTORED: AtomicU32 = AtomicU32::new(0);
+        fn counts(request: &Request) {
+            if let Request::Perturb(p) = request {
+                let count = if p.restore { &RESTORED } else { &PERTURBED };
+                count.fetch_add(1, SeqCst);
+            }
+        }
+        fn restoring(request: &Request) -> Answer {
+            counts(request);
+            if let Request::Check(c) = request {
+                // The trials on other inputs come after both workers restored.
+                let restored = RESTORED.load(SeqCst);
+                assert_eq!(restored, u32::from(c.variant.is_some()) * 2, "{c:?}");
+            }
+            reference(request)
+        }
+        fn told(request: &Request) -> Answer {
+            counts(request);
+            candidate(request)
+        }
+        let eval = evaluate(restoring, told);
+        assert_eq!((eval.verdict, eval.reason.as_str()), (Verdict::Pass, ""));
+        assert_eq!((PERTURBED.load(SeqCst), RESTORED.load(SeqCst)), (2, 2));
+    }
+
     /// The reference says its parameters as built; the candidate is asked with them (and the
     /// reference without).
     #[test]
     fn the_candidate_perturbs_with_the_parameters_the_reference_built() {
         fn says(request: &Request) -> Answer {
             match request {
-                Request::Perturb(p) => {
+                Request::Perturb(p) if !p.restore => {
                     assert!(p.built.is_none(), "the reference is told the parameters");
                     fake::ok(json!({"shapes": [[8, 8]], "built": [
                         {"name": "fc.weight", "shape": [8, 8], "dtype": "torch.float32", "digest": "00ff"},
@@ -344,6 +375,9 @@ mod scripted {
         }
         fn told(request: &Request) -> Answer {
             if let Request::Perturb(p) = request {
+                if p.restore {
+                    return candidate(request);
+                }
                 let built = p
                     .built
                     .as_deref()
@@ -741,6 +775,13 @@ mod scripted {
                 other => reference(other),
             }
         }
+        /// Wrong on the parameters' new values and on signed inputs.
+        fn stale_and_signed_wrong(request: &Request) -> Answer {
+            match request {
+                Request::Check(c) if c.variant.is_some() => signed_wrong(request),
+                other => stale_weights(other),
+            }
+        }
         /// Wrong on signed inputs only.
         fn signed_wrong(request: &Request) -> Answer {
             match request {
@@ -750,7 +791,7 @@ mod scripted {
                 other => reference(other),
             }
         }
-        let cases: [(Script, Script, Verdict, &str); 7] = [
+        let cases: [(Script, Script, Verdict, &str); 8] = [
             (
                 signed_wrong,
                 aliases,
@@ -793,6 +834,14 @@ mod scripted {
                 aliases,
                 Verdict::Contract,
                 "trial 0: outputs.alias",
+            ),
+            // The later trials run on the parameters as built: wrong values there outrank the
+            // perturbation's breach.
+            (
+                stale_and_signed_wrong,
+                candidate,
+                Verdict::Incorrect,
+                "inputs.distribution_perturbation (signed inputs",
             ),
         ];
         for (reference, candidate, verdict, reason) in cases {

@@ -112,7 +112,9 @@ impl<S: Spawner> Python<'_, S> {
     }
 
     /// The checks of the values beyond KernelBench's trials: parameter perturbation, signed,
-    /// scaled and shifted inputs, another input shape.
+    /// scaled and shifted inputs, another input shape. The parameters go back to their values
+    /// as built after their own trial, so the later checks (and timing) judge the module on the
+    /// parameters it was built with; a breach found there waits for them, as in `verify`.
     fn perturbations(
         &self,
         task: &Task,
@@ -122,12 +124,18 @@ impl<S: Spawner> Python<'_, S> {
         constants: &Map<String, Value>,
     ) -> Result<(), Failed> {
         let cfg = self.config;
+        let mut index = cfg.trials;
+        let breach = match self.params_trial(handover, hold, eval, index) {
+            Ok(tried) => {
+                index += u32::from(tried);
+                None
+            }
+            Err(breach @ Cause::Contract(_)) => Some(breach),
+            Err(cause) => return Err(cause),
+        };
         let mut variants = Vec::new();
-        if let Some(what) = self.perturb_params(handover, eval)? {
-            variants.push(("params.perturbation", what, None));
-        }
         let mut push = |check, variant: Variant| {
-            variants.push((check, variant_label(Some(&variant)), Some(variant)));
+            variants.push((check, variant_label(Some(&variant)), variant));
         };
         push("inputs.distribution_perturbation", Variant::Signed);
         push(
@@ -142,14 +150,66 @@ impl<S: Spawner> Python<'_, S> {
                 spreads: SHIFT_SPREADS,
             },
         );
-        let mut index = cfg.trials;
+        if breach.is_some() {
+            index += 1;
+        }
         for (check, what, variant) in variants {
             hold.step();
-            self.variant_trial(handover, eval, check, &what, variant, index)?;
+            self.variant_trial(handover, eval, check, &what, Some(variant), index)?;
             index += 1;
         }
         hold.step();
-        self.shape_perturbation(task, handover, eval, constants, index)
+        self.shape_perturbation(task, handover, eval, constants, index)?;
+        breach.map_or(Ok(()), Err)
+    }
+
+    /// `params.perturbation`'s trial, then the parameters restored in both workers, whatever
+    /// the trial found. Returns whether a trial ran (a task without parameters has none).
+    fn params_trial(
+        &self,
+        handover: &mut Handover<'_, S::Worker>,
+        hold: &mut Hold<'_>,
+        eval: &mut Evaluation,
+        index: u32,
+    ) -> Result<bool, Failed> {
+        let seed = derive_seed(self.config.seed, PERTURB_STREAM);
+        let tried = match self.perturb_params(handover, eval, seed) {
+            Ok(None) => return Ok(false),
+            // The reference did not perturb: nothing to restore.
+            Err(cause @ (Cause::ReferenceError(..) | Cause::ReferenceDied(_))) => {
+                return Err(cause)
+            }
+            Ok(Some(what)) => {
+                hold.step();
+                self.variant_trial(handover, eval, "params.perturbation", &what, None, index)
+                    .map(|()| true)
+            }
+            Err(cause) => Err(cause),
+        };
+        let restored = self.restore_params(handover, seed);
+        tried.and_then(|tried| restored.map(|()| tried))
+    }
+
+    /// Both workers put back the parameter values the perturbation with `seed` replaced. A
+    /// candidate that does not is judged on what it holds: the reference's are restored, so
+    /// its later trials show it.
+    fn restore_params(
+        &self,
+        handover: &mut Handover<'_, S::Worker>,
+        seed: u64,
+    ) -> Result<(), Failed> {
+        let restore = Perturb {
+            seed,
+            built: None,
+            restore: true,
+        };
+        let timeout = self.config.timeouts.call;
+        match handover.reference.request(restore.clone(), timeout) {
+            Ok(Reply::Ok(_)) => {}
+            Ok(Reply::Err(e)) => return Err(Cause::ReferenceError(ReferenceStep::Perturb, e)),
+            Err(f) => return Err(Cause::ReferenceDied(f)),
+        }
+        ask(handover.candidate, restore, timeout).map(drop)
     }
 
     /// KernelBench's trials: the `--trials` plain trials, each on fresh inputs from its own seed
@@ -231,11 +291,15 @@ impl<S: Spawner> Python<'_, S> {
         &self,
         handover: &mut Handover<'_, S::Worker>,
         eval: &mut Evaluation,
+        seed: u64,
     ) -> Result<Option<String>, Failed> {
         const NAME: &str = "params.perturbation";
         let cfg = self.config;
-        let seed = derive_seed(cfg.seed, PERTURB_STREAM);
-        let perturb = Perturb { seed, built: None };
+        let perturb = Perturb {
+            seed,
+            built: None,
+            restore: false,
+        };
         let ours = match handover.reference.request(perturb, cfg.timeouts.call) {
             Ok(Reply::Ok(v)) => v,
             Ok(Reply::Err(e)) => return Err(Cause::ReferenceError(ReferenceStep::Perturb, e)),
@@ -257,6 +321,7 @@ impl<S: Spawner> Python<'_, S> {
         let perturb = Perturb {
             seed,
             built: ours.built.clone(),
+            restore: false,
         };
         let theirs = ask(handover.candidate, perturb, cfg.timeouts.call)?;
         if !theirs.missing.is_empty() {

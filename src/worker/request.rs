@@ -303,6 +303,10 @@ pub struct Perturb {
     /// match ModelNew's own against (the reference's reply says them, on a GPU).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub built: Option<Vec<BuiltParam>>,
+    /// Put back the values the perturbation with this seed replaced (each worker kept a copy):
+    /// the checks after `params.perturbation`, and timing, judge the parameters as built.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restore: bool,
 }
 
 /// One of the task's parameters as the reference worker built it (`harness.built`).

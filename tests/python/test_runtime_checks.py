@@ -879,6 +879,19 @@ def test_torch_compile_s_overwritten_graph_output_is_a_contract_error():
     assert got["message"].startswith("forward: RuntimeError: Error: accessing tensor output of CUDAGraphs")
 
 
+def test_a_burst_whose_calls_return_one_storage_breaks_the_contract():
+    """A static output (a CUDA graph's) reads `contract` in timing whatever the burst, not a
+    wrong kept output: the burst's earlier results were overwritten before they were kept."""
+    static = torch.zeros(4)
+    with pytest.raises(ContractError, match="outputs.independence: timed call 1 returned the memory"):
+        outputs.distinct_calls([(0, static), (1, static)])
+    with pytest.raises(ContractError, match="output 1 of call 0"):
+        outputs.distinct_calls([(0, (torch.ones(2), static)), (1, (static[1:], torch.ones(2)))])
+    # Fresh tensors each call, and one call alone, are fine.
+    outputs.distinct_calls([(0, torch.zeros(4)), (1, torch.zeros(4))])
+    outputs.distinct_calls([(0, static)])
+
+
 def test_independence_sees_a_changed_first_output():
     first = [torch.ones(4)]
     copies = outputs.snapshot(first)
@@ -1277,6 +1290,44 @@ def test_the_candidate_perturbs_each_parameter_as_its_partner(tmp_path):
         # The same values in another layout: the same outputs, up to the summation order.
         assert torch.allclose(candidate.model(x), reference.model(x), atol=1e-6)
     assert candidate.model.scale.item() == 1.0
+
+
+def test_restore_puts_back_the_parameters_as_built_in_both_workers(tmp_path):
+    """After `params.perturbation`'s trial the later checks and timing judge the parameters as
+    built: a module that folded them at construction is right again, bit for bit."""
+    from types import SimpleNamespace
+
+    from kbench_worker.reference import Session
+
+    body = """
+    class ModelNew(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.fc = nn.Linear(n, n)
+            self.register_buffer("folded", self.fc.weight.detach().t().contiguous())
+        def forward(self, x):
+            return x @ self.folded + self.fc.bias
+    """
+    session, task = _linear_session(tmp_path, body)
+    candidate = session.candidate
+    reference = Session(SimpleNamespace(startup_s=0.0))
+    reference.load(Load(device="cpu", precision="fp32", atol=1e-2, rtol=1e-2, task=str(task), set={}))
+    built = {k: v.clone() for k, v in reference.reference.model.state_dict().items()}
+    x = torch.randn(4, 8)
+    same = lambda: torch.allclose(candidate.model(x), reference.reference.model(x), atol=1e-6)  # noqa: E731
+    with torch.no_grad():
+        assert same()
+        reference.perturb(Perturb(seed=5))
+        session.perturb(Perturb(seed=5))
+        assert reference.reference.params == (5,) and candidate.perturbed == 5
+        # Stale: the folded copy is not the perturbed weight.
+        assert not same()
+        reference.perturb(Perturb(seed=5, restore=True))
+        session.perturb(Perturb(seed=5, restore=True))
+        assert reference.reference.params == () and candidate.perturbed is None
+        for k, v in reference.reference.model.state_dict().items():
+            assert torch.equal(v, built[k]), k
+        assert same()
 
 
 def test_a_digest_tells_equal_values_from_others(monkeypatch):

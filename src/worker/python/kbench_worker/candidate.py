@@ -57,7 +57,8 @@ class Candidate:
         self.checks.run("precision.tf32_flags", runtime.tf32_flags)
         self.timed = None
         self.shared = None
-        self.perturbed = None  # the seed of `params.perturbation`, once applied
+        self.perturbed = None  # the seed of `params.perturbation`, while it holds
+        self.kept = []  # ModelNew's parameters' values before it (`harness.kept_values`)
         self.control = None
 
     def trial(self, req):
@@ -137,6 +138,7 @@ class Candidate:
         kbench to fail. The pairing runs in the untrusted worker, but the trial that follows is
         compared with the reference worker's own perturbed model: a false pairing only fails."""
         ours = dict(harness.floating(self.model))
+        self.kept = harness.kept_values(ours.values())
         named = lambda name, p: f"{name} {list(p.shape)}"  # noqa: E731
         own = harness.own_parameters(built, ours)
         if own is not None:
@@ -158,6 +160,11 @@ class Candidate:
         del reference, theirs
         harness.release_memory(self.device)
         return reply
+
+    def restore(self):
+        """ModelNew's parameters as they were before `perturb`."""
+        harness.restore(self.kept)
+        self.kept, self.perturbed = [], None
 
     def profile(self, req):
         """`profile.library_share`, asked for after timing: profiling leaves state in the
@@ -316,6 +323,9 @@ class Session:
         return {**reply, "compiled": kernels.compiled()}
 
     def perturb(self, req: Perturb) -> Perturbed:
+        if req.restore:
+            self.candidate.restore()
+            return {}
         self.candidate.perturbed = req.seed
         return self.candidate.perturb(req.seed, req.built)
 

@@ -138,6 +138,20 @@ def perturb(model, seed):
     return perturb_tensors([p for _, p in floating(model)], seed)
 
 
+def kept_values(tensors):
+    """Copies of the values `perturb` is about to change, for `restore`."""
+    with torch.no_grad():
+        return [(p, p.detach().clone()) for p in tensors]
+
+
+def restore(kept):
+    """Put back what `kept_values` copied, in place (a kernel that holds a parameter's address,
+    a CUDA graph's, reads the values as built again)."""
+    with torch.no_grad():
+        for p, values in kept:
+            p.copy_(values)
+
+
 def perturb_tensors(tensors, seed):
     """`perturb` on a model's floating parameters, given in registration order."""
     shapes = []

@@ -176,11 +176,13 @@ class BuiltParam(TypedDict):
 @dataclass(frozen=True)
 class Perturb:
     """New parameter values from a seed. ``built``: to the candidate worker, the task's
-    parameters as the reference worker built them (`harness.built`), where it said."""
+    parameters as the reference worker built them (`harness.built`), where it said.
+    ``restore``: put back the values the perturbation with this seed replaced."""
 
     cmd: ClassVar[str] = "perturb"
     seed: int
     built: Optional[list[BuiltParam]] = None
+    restore: bool = False
 
 
 @dataclass(frozen=True)

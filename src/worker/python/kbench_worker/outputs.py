@@ -211,6 +211,25 @@ def independence(first, copies, second):
     return "pass", "outputs unchanged by the next call, which returned new memory"
 
 
+def distinct_calls(outs):
+    """`outputs.independence` among a timed sample's calls (a burst), whose outputs are all held
+    until the sample ends: each call must have returned memory of its own. A module that hands
+    out the same storage on every call (a CUDA graph's static output, captured once warm) is a
+    `contract` breach here as after the trials, whatever the burst: its earlier calls' results
+    were overwritten before they could be kept. ``outs``: (draw, output) pairs, in call order."""
+    held = []
+    for j, out in outs:
+        for i, earlier in held:
+            shared = [f"output {a} of call {i}" for a, x in enumerate(earlier) for y in tensors(out) if _overlap(x, y)]
+            if shared:
+                raise ContractError(
+                    f"outputs.independence: timed call {j} returned the memory of the burst's earlier {', '.join(shared[:4])}: "
+                    "forward returns the same output storage on every call, so each call overwrites the caller's last result; "
+                    "return new tensors (e.g. copy out of a CUDA graph's static output)"
+                )
+        held.append((j, tensors(out)))
+
+
 def rerun(first, again, atol, rtol, changed):
     """`determinism.rerun`: the same inputs, other poison in free memory, the same outputs.
     Bit-equal passes; within tolerance is nondeterminism (atomics) and warns; anything else

@@ -166,6 +166,8 @@ class Reference:
         # they were computed with: the seeds of the perturbations so far (`Session.perturb`).
         self.memo = kept_outputs if kept_outputs is not None else memo.Memo()
         self.params = ()
+        # The parameters' values before the perturbation, while it holds (`Session.perturb`).
+        self.kept = []
 
     def _key(self, what, req):
         """A trial's key in the memo: what was run, on which parameters and inputs. None for a
@@ -466,8 +468,15 @@ class Session:
         """New parameter values; on a GPU the reply names the parameters as built first
         (`harness.built`), for the candidate worker to match its own with. On the CPU it does
         not: digesting there costs more than the candidate's building the task's model again.
-        Nor where the digests' working memory does not fit beside the task's."""
+        Nor where the digests' working memory does not fit beside the task's. ``restore`` puts
+        back the values the perturbation replaced, and the memo's key with them."""
         model = self.reference.model
+        if req.restore:
+            harness.restore(self.reference.kept)
+            self.reference.kept = []
+            self.reference.params = tuple(s for s in self.reference.params if s != req.seed)
+            return {}
+        self.reference.kept = harness.kept_values([p for _, p in harness.floating(model)])
         built = None
         if self.reference.device.startswith("cuda"):
             try:

@@ -41,7 +41,7 @@ import time
 
 import torch
 
-from . import harness, kept, runtime
+from . import harness, kept, outputs, runtime
 
 MASK53 = (1 << 53) - 1
 # Input sets per arm, memory permitting (docs/design/timing.md step 5).
@@ -275,6 +275,7 @@ class TimedModel:
                     t0 = time.perf_counter()
                     outs = self._calls(self.model, (j, inputs), rest)
                     samples.append((time.perf_counter() - t0) * 1e3 / burst)
+                outputs.distinct_calls(outs)
                 for j, out in outs:
                     self.pool.keep(keep + j, out)
                 # Every output goes before the next draw, the loop's name for the last one too:
