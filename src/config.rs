@@ -225,7 +225,7 @@ fn check_numbers(args: &EvalArgs) -> Result<()> {
     for (name, value) in [
         ("--atol", args.atol),
         ("--rtol", args.rtol),
-        ("--kernelbench-tolerance", Some(args.kernelbench_tolerance)),
+        ("--kernelbench-tolerance", args.kernelbench_tolerance),
     ] {
         if value.is_some_and(|v| !(v >= 0.0 && v.is_finite())) {
             return Err(Error::Usage(format!("{name} must be a finite number >= 0")));
@@ -477,7 +477,7 @@ impl Config {
             atol: args.atol.unwrap_or(tolerance),
             rtol: args.rtol.unwrap_or(tolerance),
             trials: args.trials,
-            kernelbench_tolerance: args.kernelbench_tolerance,
+            kernelbench_tolerance: args.kernelbench_tolerance.unwrap_or(tolerance),
             kernelbench_eval: args.kernelbench_eval,
             ci_target: args.ci_target,
             max_samples: args.max_samples,
@@ -666,6 +666,14 @@ pub(crate) mod tests {
         assert_eq!(default.kernelbench_tolerance, Some(1e-4));
         let old = resolved(&["--kernelbench-tolerance", "1e-2"]).recorded();
         assert_eq!(old.kernelbench_tolerance, Some(1e-2));
+        // KernelBench's own tolerance for the precision unless given (its eval's
+        // get_tolerance_for_precision: fp16 and bf16 1e-2).
+        for precision in ["fp16", "bf16"] {
+            let half = resolved(&["--precision", precision]).recorded();
+            assert_eq!(half.kernelbench_tolerance, Some(1e-2), "{precision}");
+        }
+        let asked = resolved(&["--precision", "fp16", "--kernelbench-tolerance", "1e-4"]);
+        assert_eq!(asked.recorded().kernelbench_tolerance, Some(1e-4));
         assert_eq!(
             default.differences(&old),
             ["kernelbench_tolerance 0.0001 against 0.01"]
