@@ -309,6 +309,20 @@ fn cuda_l2_kernels_become_tasks_submissions_and_both_published_tables() {
             "tasks/level1/3_HGEMM_128_64_64.py",
             "KBENCH_JUDGE = \"fp32_accumulation\"",
         ),
+        // An fp16 accumulator's reading on each trial's inputs, in the task's layout
+        // (tests/python/test_fp32_accumulation.py runs the column-major one).
+        (
+            "tasks/level1/1_HGEMM_64_64_64.py",
+            "def kbench_fp16_accumulation(A, B_t, rows=128):\n    \"\"\"",
+        ),
+        (
+            "tasks/level1/1_HGEMM_64_64_64.py",
+            "a, b = A[:rows].float(), B_t.t().float()",
+        ),
+        (
+            "tasks/level1/3_HGEMM_128_64_64.py",
+            "a, b = A[:rows].float(), B.float()",
+        ),
         (
             "submissions/level1/1_HGEMM_64_64_64.py",
             "\"-gencode=arch=compute_90a,code=sm_90a\"",

@@ -73,6 +73,35 @@ def test_fp32_accumulation_passes_and_fp16_accumulation_fails_at_every_k(kernel,
     assert got == outcome, evidence
 
 
+@pytest.mark.parametrize("k", [256, 1024, 4096, 16384])
+def test_against_an_fp16_accumulator_on_the_same_inputs_the_limit_has_a_margin_both_ways(k):
+    """Where the task computes an fp16 accumulator's reading (`kbench_fp16_accumulation`), the
+    limit lies a factor of at least SEPARATION above fp32 accumulation rounded twice and below
+    that reading: fp32 accumulation in any order and a few extra fp16 roundings (split-K
+    partials) pass, an fp16 accumulator fails."""
+    a, b = operands(k)
+    ref64, ref_acc = a.double() @ b.double(), (a.float() @ b.float()).half()
+    fp16_ratio = precision.accumulation_ratio(ref_acc, ref64, fp16_accumulator(a, b))
+    assert fp16_ratio >= precision.HONEST_ACC * precision.SEPARATION**2
+    for kernel, outcome in [
+        (lambda a, b: fp32_in_chunks(a, b, 16), "pass"),
+        (lambda a, b: fp16_partials(a, b, 2), "pass"),
+        (fp16_accumulator, "fail"),
+        (one_wrong, "fail"),
+    ]:
+        got, evidence = precision.judge_accumulation(ref_acc, ref64, kernel(a, b), fp16_ratio)
+        assert got == outcome, evidence
+
+
+def test_where_an_fp16_accumulator_reads_too_close_to_fp32_the_rule_says_it_cannot_tell():
+    a, b = operands(64)
+    ref64, ref_acc = a.double() @ b.double(), (a.float() @ b.float()).half()
+    fp16_ratio = precision.accumulation_ratio(ref_acc, ref64, fp16_accumulator(a, b))
+    got, evidence = precision.judge_accumulation(ref_acc, ref64, fp16_accumulator(a, b), fp16_ratio)
+    assert got == "warn" and "too close to fp32 accumulation rounded twice" in evidence, evidence
+    assert precision.judge_accumulation(ref_acc, ref64, one_wrong(a, b), fp16_ratio)[0] == "fail"
+
+
 def test_fp16_accumulation_error_grows_with_k():
     ratios = [float(judged(fp16_accumulator, k)[1].split(" is ")[1].split(" x")[0]) for k in (64, 1024, 16384)]
     assert ratios == sorted(ratios) and ratios[-1] > 10 * precision.ACC_LIMIT, ratios
@@ -147,19 +176,36 @@ def checked(tmp_path, task_text, body, kernelbench_tolerance=None):
     )
 
 
+# As `kbench import cuda-l2` writes it for this layout.
+FP16_ACCUMULATION = """
+
+def kbench_fp16_accumulation(A, B_t, rows=128):
+    a, b = A[:rows].float(), B_t.t().float()
+    acc = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float16, device=a.device)
+    for k0 in range(0, a.shape[1], 16):
+        acc = (acc.float() + a[:, k0 : k0 + 16] @ b[k0 : k0 + 16]).half()
+    return acc
+"""
+
+
+@pytest.mark.parametrize("reading", [False, True], ids=["fixed_limit", "fp16_reading"])
 @pytest.mark.parametrize(
     "body, declared, correct",
     [(HONEST, True, True), (HALF_ACCUMULATOR, True, False), (HONEST, False, True)],
     ids=["honest", "fp16_accumulator", "undeclared"],
 )
-def test_a_declaring_task_judges_every_trial_against_fp32_accumulation(tmp_path, body, declared, correct):
+def test_a_declaring_task_judges_every_trial_against_fp32_accumulation(tmp_path, body, declared, correct, reading):
     task = GEMM_TASK if declared else GEMM_TASK.replace('KBENCH_JUDGE = "fp32_accumulation"', "")
+    if reading:
+        task = task.replace("K = 256", "K = 1024") + FP16_ACCUMULATION
     result = checked(tmp_path, task, body)
     assert result["correct"] is correct, result["reason"]
     outcomes = {e["name"]: e["outcome"] for e in result["checks"]}
     assert outcomes.get("precision.fp32_accumulation") == (("pass" if correct else "fail") if declared else None)
     if not correct:
         assert "precision.fp32_accumulation: against the float64 product" in result["reason"]
+    evidence = next((e["evidence"] for e in result["checks"] if e["name"] == "precision.fp32_accumulation"), "")
+    assert ("an fp16 accumulator on these inputs" in evidence) is (declared and reading), evidence
 
 
 def test_a_miss_of_the_tolerance_that_float64_puts_on_the_reference_is_correct(tmp_path):

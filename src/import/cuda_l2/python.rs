@@ -51,6 +51,10 @@ pub fn task(shape: [u64; 3], gpu: &str, layout: Layout) -> String {
             "torch.matmul(A, B)",
         ),
     };
+    let b_k_by_n = match layout {
+        Layout::RowMajor | Layout::Both => "B",
+        Layout::ColMajor => "B_t.t()",
+    };
     let args = operands(layout).join(", ");
     format!(
         r#""""CUDA-L2 HGEMM {m} x {n} x {k} ({gpu}_F32F16F16F32): C = A @ B in fp16 (fp32 accumulation).
@@ -76,6 +80,16 @@ class Model(nn.Module):
 
     def forward(self, {args}):
         return {product}
+
+
+def kbench_fp16_accumulation({args}, rows=128):
+    """The product's first rows with an fp16 accumulator (each k16 step's sum rounded to fp16):
+    what precision.fp32_accumulation must tell fp32 accumulation from, on the same inputs."""
+    a, b = A[:rows].float(), {b_k_by_n}.float()
+    acc = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float16, device=a.device)
+    for k0 in range(0, a.shape[1], 16):
+        acc = (acc.float() + a[:, k0 : k0 + 16] @ b[k0 : k0 + 16]).half()
+    return acc
 
 
 def get_inputs():

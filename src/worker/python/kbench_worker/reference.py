@@ -356,10 +356,11 @@ class Reference:
             harness.release_memory(self.device)
             log.add("precision.fp32_accumulation", "skip", f"the reference does not run in float64 and fp32: {type(exc).__name__}: {str(exc)[:200]}", time.perf_counter() - started)
             return
+        fp16_ratio = self._fp16_accumulation(req, refs32, refs64, cands)
         judged = []  # (outcome, evidence) per floating output
         for i, (r32, r64, c) in enumerate(zip(refs32, refs64, cands)):
             if c.is_floating_point():
-                outcome, evidence = precision.judge_accumulation(r32.to(c.dtype), r64, c.to(r64.device))
+                outcome, evidence = precision.judge_accumulation(r32.to(c.dtype), r64, c.to(r64.device), fp16_ratio)
                 judged.append((outcome, f"output {i}: {evidence}" if len(cands) > 1 else evidence))
         del refs64, refs32
         harness.release_memory(self.device)
@@ -375,6 +376,20 @@ class Reference:
             result.update(correct=False, reason=f"precision.fp32_accumulation: {evidence}")
         else:
             result["reason"] += f"; precision.fp32_accumulation: {evidence}"
+
+    def _fp16_accumulation(self, req, refs32, refs64, cands):
+        """An fp16 accumulator's `precision.accumulation_ratio` on the trial's inputs, from the
+        task's `kbench_fp16_accumulation` (one output: the product's first rows), or None where
+        the task has none."""
+        accumulate = getattr(self.task, "kbench_fp16_accumulation", None)
+        if accumulate is None or len(cands) != 1:
+            return None
+        variant = getattr(req, "variant", None)
+        inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision, variant)
+        with torch.no_grad():
+            out = accumulate(*inputs)
+        rows = out.shape[0]
+        return precision.accumulation_ratio(refs32[0][:rows].to(out.dtype), refs64[0][:rows], out.to(refs64[0].device))
 
     def explain_batchnorm(self, req, cand, result):
         """A wrong output's cause when the task's reference normalises with BatchNorm in training
