@@ -152,8 +152,12 @@ pub struct Config {
     /// `--shard I/N`: the share of the selected submissions this run evaluates, as given (the
     /// split fills in its sizes).
     pub shard: Option<Shard>,
-    /// `--compat`: known toolchain drift rewritten in the staged submissions.
-    pub compat: Option<crate::compat::Compat>,
+    /// `--compat`: known toolchain drift rewritten in the staged submissions (`rewrite`).
+    pub compat: bool,
+    /// The rewrite of known toolchain drift for this machine's nvcc: applied to every staged
+    /// submission under `--compat`, and else to a build that failed for drift, tried again to
+    /// tell whether the drift is the cause.
+    pub rewrite: crate::compat::Compat,
     /// `--contract`: whether a `contract` verdict fails the gate or warns.
     pub contract: crate::record::ContractRule,
 }
@@ -505,11 +509,15 @@ impl Config {
             gpu_use,
             sandbox: args.sandbox.into(),
             shard: args.shard,
-            compat: args
-                .compat
-                .then(|| crate::compat::Compat::new(probe.facts.nvcc.as_deref())),
+            compat: args.compat,
+            rewrite: crate::compat::Compat::new(probe.facts.nvcc.as_deref()),
             contract: args.contract,
         })
+    }
+
+    /// The rewrite staged copies get: `rewrite` under `--compat`, else none.
+    pub fn staged_rewrite(&self) -> Option<&crate::compat::Compat> {
+        self.compat.then_some(&self.rewrite)
     }
 
     /// Number of evaluations that may run at once: one per GPU, one on the CPU.
@@ -560,7 +568,7 @@ impl Config {
             overrides: self.overrides_json(),
             kernelbench_tolerance: Some(self.kernelbench_tolerance),
             kernelbench_eval: self.kernelbench_eval,
-            compat: self.compat.is_some(),
+            compat: self.compat,
             contract: self.contract,
         }
     }
@@ -607,8 +615,8 @@ pub(crate) mod tests {
     fn compat_is_a_recorded_setting_without_nvcc_leaving_architectures_alone() {
         let compat = resolved(&["--compat"]);
         assert_eq!(
-            compat.compat,
-            Some(crate::compat::Compat { lowest_arch: None })
+            (compat.compat, compat.rewrite.clone()),
+            (true, crate::compat::Compat { lowest_arch: None })
         );
         assert_eq!(
             compat.recorded().differences(&resolved(&[]).recorded()),

@@ -64,7 +64,7 @@ pub fn backend<'a>(
         config.cuda_arch_list
     );
     // `--compat` builds a rewritten copy.
-    if let Some(compat) = &config.compat {
+    if let Some(compat) = config.staged_rewrite() {
         build_key.push_str(&format!(" compat {:?}", compat.lowest_arch));
     }
     let cache_key =

@@ -193,7 +193,7 @@ impl Cause {
 const ENVIRONMENT: &str = "environment: ";
 
 /// Whether a build's cause is known toolchain drift.
-fn drifted(cause: &str) -> bool {
+pub fn drifted(cause: &str) -> bool {
     cause.starts_with(ENVIRONMENT)
 }
 

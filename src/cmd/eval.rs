@@ -132,7 +132,7 @@ fn evaluate_all(
         },
     );
     progress.finish();
-    if config.compat.is_some() {
+    if config.compat {
         let rewritten = record
             .evaluations
             .iter()

@@ -10,11 +10,13 @@ use std::time::Instant;
 use sha2::{Digest, Sha256};
 
 use crate::atomic_file;
+use crate::compat::Compat;
 use crate::error::Error;
 use crate::record::{Build, BuildStatus};
 use crate::submission::Submission;
 use crate::task::Task;
 use crate::untrusted::{self, Entry};
+use crate::verdict::drifted;
 use crate::worker::request::{Compile, Warm};
 use crate::worker::{ErrorKind, Failure, Link, Reply, Spawn};
 
@@ -123,7 +125,9 @@ impl<S: Spawner> Python<'_, S> {
     }
 
     /// Stage the submission and run a compile worker on it, confined to its build folder `dir`;
-    /// the worker's outcome goes into `build`. Err: the stage could not be prepared.
+    /// the worker's outcome goes into `build`. A build that failed for known toolchain drift is
+    /// tried again with the drift rewritten (`drift_or_own`). Err: the stage could not be
+    /// prepared.
     fn compile_in_pool(
         &self,
         task: &Task,
@@ -132,18 +136,8 @@ impl<S: Spawner> Python<'_, S> {
         log: &Path,
         build: &mut Build,
     ) -> Result<(), String> {
-        let mut env = self.build_env(submission);
-        env.push(("CUDA_VISIBLE_DEVICES".into(), String::new()));
-        let stage = self.stage_exchange()?;
-        let (staged, rewrites) =
-            stage_submission(submission, &stage.stage(), self.config.compat.as_ref())?;
-        build.compat = rewrites;
-        let request = self.compile_request(task, staged);
-        let spec = self.spec("compile", log, env);
-        let spec = self
-            .confinement
-            .wrap(&spec, &[build_bind(dir)], Some(stage.dir.path()));
-        match self.import_and_warm(&spec, request, build) {
+        let rewrite = self.config.staged_rewrite();
+        match self.compile_once(task, submission, (dir, log), rewrite, build)? {
             Ok(v) => {
                 build.kernels = v.kernels;
                 build.pool_compiled = v.compiled;
@@ -151,9 +145,89 @@ impl<S: Spawner> Python<'_, S> {
             Err((status, message)) => {
                 build.status = status;
                 build.message = message;
+                let failed = build.status == BuildStatus::Failed;
+                if failed && rewrite.is_none() && drifted(&build.message) {
+                    build.message = self.drift_or_own(task, submission, (dir, log), &build.message);
+                }
             }
         }
         Ok(())
+    }
+
+    /// One compile worker on the submission staged with `rewrite`, confined to `dir` (its log
+    /// `log`): the worker's reply, or the build's failure. Err: the stage could not be prepared.
+    fn compile_once(
+        &self,
+        task: &Task,
+        submission: &Submission,
+        (dir, log): (&Path, &Path),
+        rewrite: Option<&Compat>,
+        build: &mut Build,
+    ) -> Result<Result<Built, (BuildStatus, String)>, String> {
+        let mut env = self.build_env(submission);
+        env.push(("CUDA_VISIBLE_DEVICES".into(), String::new()));
+        let stage = self.stage_exchange()?;
+        let (staged, rewrites) = stage_submission(submission, &stage.stage(), rewrite)?;
+        build.compat = rewrites;
+        let request = self.compile_request(task, staged);
+        let spec = self.spec("compile", log, env);
+        let spec = self
+            .confinement
+            .wrap(&spec, &[build_bind(dir)], Some(stage.dir.path()));
+        Ok(self.import_and_warm(&spec, request, build))
+    }
+
+    /// A build that failed for known toolchain drift (`message`, `environment: ...`) built once
+    /// more with the drift rewritten (`--compat`'s rewrite), in a scratch folder beside `dir`
+    /// removed after: the toolchain is the cause only where the rewritten source builds. The
+    /// message to keep: the drift's, saying that `--compat` builds it; or, where the rewritten
+    /// source fails too, that failure, the kernel's own (no longer `environment`: it would fail
+    /// on any torch). Where the second build could not be tried, the drift's as it was.
+    fn drift_or_own(
+        &self,
+        task: &Task,
+        submission: &Submission,
+        (dir, log): (&Path, &Path),
+        message: &str,
+    ) -> String {
+        let scratch = dir.with_extension("drift");
+        let log = log.with_extension("compat.log");
+        let _ = std::fs::remove_dir_all(&scratch);
+        let mut second = Build {
+            status: BuildStatus::Ok,
+            message: String::new(),
+            log: String::new(),
+            seconds: 0.0,
+            cache_hit: false,
+            kernels: Vec::new(),
+            artifacts_sha256: String::new(),
+            warmed: String::new(),
+            warm_note: String::new(),
+            pool_compiled: Vec::new(),
+            slot_compiled: None,
+            cache_note: String::new(),
+            compat: Vec::new(),
+        };
+        let tried = std::fs::create_dir_all(&scratch)
+            .map_err(|e| e.to_string())
+            .and_then(|()| self.confinement.give(&scratch).map_err(|e| e.to_string()))
+            .and_then(|()| {
+                let rewrite = Some(&self.config.rewrite);
+                self.compile_once(task, submission, (&scratch, &log), rewrite, &mut second)
+            });
+        let _ = std::fs::remove_dir_all(&scratch);
+        let (drift, rest) = message.split_once("; ").unwrap_or((message, ""));
+        match tried {
+            Ok(Ok(_)) => format!(
+                "{drift}; with the drift rewritten it builds ({}): run with --compat to judge it; {rest}",
+                second.compat.join(", ")
+            ),
+            Ok(Err((BuildStatus::Failed, own))) => format!(
+                "with the toolchain's drift rewritten ({}) the build still fails, for the kernel's own reason: {own}",
+                second.compat.join(", ")
+            ),
+            _ => message.to_string(),
+        }
     }
 
     /// What the cache holds in `dir`: a record reused only while its MAC verifies under the

@@ -204,7 +204,7 @@ impl<S: Spawner> Python<'_, S> {
     /// build environment.
     fn candidate_load(&self, task: &Task, sub: &Submission, stage: &Stage) -> Result<Load, Failed> {
         let staged =
-            stage_submission(sub, stage, self.config.compat.as_ref()).map_err(Cause::Unready)?;
+            stage_submission(sub, stage, self.config.staged_rewrite()).map_err(Cause::Unready)?;
         Ok(Load {
             submission: Some(staged.0),
             env: Some(self.build_env(sub).into_iter().collect()),
