@@ -879,6 +879,15 @@ def test_torch_compile_s_overwritten_graph_output_is_a_contract_error():
     assert got["message"].startswith("forward: RuntimeError: Error: accessing tensor output of CUDAGraphs")
 
 
+def test_a_capture_left_open_says_why_random_numbers_fail():
+    """CUDA-L1's level2/5 and 2/85 catch a failed CUDA graph capture and fall back; the GPU's
+    generator stays capturing, and kbench's next inputs drawn on the GPU fail."""
+    exc = RuntimeError("Offset increment outside graph capture encountered unexpectedly.")
+    got = harness.classify(exc, "forward")
+    assert got["kind"] == "forward"
+    assert "a CUDA graph capture the submission began failed and it went on" in got["message"]
+
+
 def test_a_burst_whose_calls_return_one_storage_breaks_the_contract():
     """A static output (a CUDA graph's) reads `contract` in timing whatever the burst, not a
     wrong kept output: the burst's earlier results were overwritten before they were kept."""

@@ -269,6 +269,14 @@ def classify(exc, phase, kind=None):
         return error("contract", text)
     if _OVERWRITTEN in text:
         return error("contract", f"{phase}: {cause.line(exc)} (torch.compile's CUDA graphs hand out the same output storage on every call)", exc)
+    if _CAPTURE_LEFT_OPEN in text:
+        return error(
+            kind or phase,
+            f"{phase}: {cause.line(exc)} (a CUDA graph capture the submission began failed and it went on, which leaves the GPU's "
+            "random number generator in capture state: nothing can draw random numbers on the GPU after it, kbench's inputs "
+            "included; KernelBench's eval makes its inputs on the CPU and does not meet it)",
+            exc,
+        )
     if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in text:
         return error("oom", f"{phase}: out of memory: {cause.line(exc)}", exc, fatal=True)
     accelerator_error = getattr(torch, "AcceleratorError", ())
@@ -310,6 +318,9 @@ class ContractError(RuntimeError):
 # torch.compile's CUDA graphs raise this when a caller reads an output a later replay overwrote:
 # the module hands out the same output storage on every call.
 _OVERWRITTEN = "accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run"
+# A failed CUDA graph capture whose exception was caught leaves the CUDA generator capturing;
+# its next draw outside a capture raises this.
+_CAPTURE_LEFT_OPEN = "Offset increment outside graph capture encountered unexpectedly"
 
 
 def to_host(out):
