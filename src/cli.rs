@@ -10,7 +10,8 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0  the gate passed: every evaluated kernel is correct (and fast enough, with --min-speedup)
   1  the gate failed: a kernel is incorrect, failed to build or run, timed out, crashed,
-     or is slower than --min-speedup
+     is slower than --min-speedup, or no_kernel under --require-kernel; or nothing was
+     evaluated, or a file matched no task (unless --allow-empty, --allow-unmatched)
   2  kbench itself failed (bad arguments, unreadable input, no Python with torch)
   130  SIGINT, SIGTERM or SIGHUP stopped eval (its workers ended; --resume continues it)";
 
@@ -28,8 +29,9 @@ pub enum Command {
     Eval(Box<EvalArgs>),
     /// List the tasks found
     List(ListArgs),
-    /// Check the Python, torch, CUDA, compiler and NVML set-up, with a fix for each problem
-    Doctor(PythonArg),
+    /// Check the Python, torch, CUDA, compiler and NVML set-up, with a fix for each problem;
+    /// exit 1 when a check the device needs fails
+    Doctor(DoctorArgs),
     /// Static checks of submission sources (no GPU, no torch); exit 1 on an error-level finding
     Check(CheckArgs),
     /// Import published kernels: OUT/tasks/ (the references they were timed against),
@@ -146,9 +148,8 @@ pub struct MergeArgs {
     /// Output folder of the merged run
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
-    /// Fail the gate when a correct kernel's speedup is below X
-    #[arg(long, value_name = "X")]
-    pub min_speedup: Option<f64>,
+    #[command(flatten)]
+    pub gate: GateArgs,
     /// Merge only once every shard has finished: while one is missing its results.json or has
     /// not finished, say which and exit 0 without writing (each shard can run this as it ends;
     /// the last one merges)
@@ -165,6 +166,26 @@ pub struct MergeArgs {
     /// are taken as they are, and the merged record says so (`unauthenticated`)
     #[arg(long)]
     pub unauthenticated: bool,
+}
+
+/// What fails the gate beyond a failed verdict (`gate::judge`).
+#[derive(Clone, Debug, Default, Args)]
+pub struct GateArgs {
+    /// Fail the gate when a correct evaluation's speedup is below X (every timed correct one:
+    /// `no_kernel` included)
+    #[arg(long, value_name = "X")]
+    pub min_speedup: Option<f64>,
+    /// Fail the gate on `no_kernel` (correct, but no kernel of its own did the work); without
+    /// it a `no_kernel` result is reported and passes: a pure-PyTorch file computes the task
+    #[arg(long)]
+    pub require_kernel: bool,
+    /// Pass the gate when nothing was evaluated (no submission of a selected task, or every
+    /// one skipped)
+    #[arg(long)]
+    pub allow_empty: bool,
+    /// Pass the gate when files in the submission folder match no task (they are still listed)
+    #[arg(long)]
+    pub allow_unmatched: bool,
 }
 
 #[derive(Debug, Args)]
@@ -194,6 +215,16 @@ pub struct PythonArg {
     /// Python with torch [default: $KBENCH_PYTHON, else .venv/bin/python if present, else python3]
     #[arg(long, value_name = "PY")]
     pub python: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// The device to check the set-up for: cuda needs CUDA and nvcc, cpu does not, auto picks
+    /// as eval does (cuda when torch sees a GPU); both need torch, ninja and a C++ compiler
+    #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
+    pub device: DeviceArg,
+    #[command(flatten)]
+    pub python: PythonArg,
 }
 
 #[derive(Debug, Args)]
@@ -403,9 +434,8 @@ pub struct EvalArgs {
         default_value = "kbench"
     )]
     pub contract: crate::record::ContractRule,
-    /// Fail the gate when a correct kernel's speedup is below X
-    #[arg(long, value_name = "X")]
-    pub min_speedup: Option<f64>,
+    #[command(flatten)]
+    pub gate: GateArgs,
     /// Continue the run in --out, skipping evaluations it already holds
     #[arg(long)]
     pub resume: bool,
@@ -419,9 +449,27 @@ pub struct EvalArgs {
     pub sandbox: SandboxArg,
 }
 
+/// eval's arguments that `serve` refuses, by id: requests bring the submissions, and no gate
+/// judges the service's run. Hidden from `serve --help`.
+pub const EVAL_ONLY: [&str; 9] = [
+    "path",
+    "task",
+    "published",
+    "shard",
+    "lock_clocks",
+    "min_speedup",
+    "require_kernel",
+    "allow_empty",
+    "allow_unmatched",
+];
+
 #[derive(Debug, Args)]
 // The service takes submissions by request, not from a path.
-#[command(mut_arg("path", |a| a.required(false).default_value(".").hide(true)))]
+#[command(mut_arg("path", |a| a.required(false).default_value(".")))]
+#[command(mut_args(|a| {
+    let eval_only = EVAL_ONLY.contains(&a.get_id().as_str());
+    a.hide(eval_only)
+}))]
 pub struct ServeArgs {
     /// Address and port to listen on (port 0: any free one; the first line on stdout is the
     /// service's URL). Anything but a loopback address needs a token

@@ -136,7 +136,8 @@ pub struct Config {
     pub scale: Option<String>,
     pub sets: Map<String, Value>,
     pub timeouts: Timeouts,
-    pub min_speedup: Option<f64>,
+    /// What fails the gate beyond a failed verdict (`gate::judge`).
+    pub gate: crate::cli::GateArgs,
     pub resume: bool,
     /// TORCH_CUDA_ARCH_LIST for the compile pool and the candidate, e.g. "9.0".
     pub cuda_arch_list: String,
@@ -231,25 +232,32 @@ fn check_numbers(args: &EvalArgs) -> Result<()> {
         ("--rtol", args.rtol),
         ("--kernelbench-tolerance", args.kernelbench_tolerance),
     ] {
-        if value.is_some_and(|v| !(v >= 0.0 && v.is_finite())) {
-            return Err(Error::Usage(format!("{name} must be a finite number >= 0")));
+        if let Some(v) = value.filter(|v| !(*v >= 0.0 && v.is_finite())) {
+            return Err(Error::Usage(format!(
+                "use {name} {v}: it must be a finite number >= 0"
+            )));
         }
     }
     if args.trials == 0 {
-        return Err(Error::Usage("--trials must be at least 1".into()));
+        return Err(Error::Usage("use --trials 0: it must be at least 1".into()));
     }
     if args.max_samples < 2 {
-        return Err(Error::Usage("--max-samples must be at least 2".into()));
+        return Err(Error::Usage(format!(
+            "use --max-samples {}: it must be at least 2",
+            args.max_samples
+        )));
     }
     if !(args.ci_target > 0.0 && args.ci_target < 1.0) {
-        return Err(Error::Usage(
-            "--ci-target must be in (0, 1), e.g. 0.01".into(),
-        ));
+        return Err(Error::Usage(format!(
+            "use --ci-target {}: it must be in (0, 1), e.g. 0.01",
+            args.ci_target
+        )));
     }
     if !(args.budget.is_finite() && args.budget > 0.0) {
-        return Err(Error::Usage(
-            "--budget must be a positive number of seconds".into(),
-        ));
+        return Err(Error::Usage(format!(
+            "use --budget {}: it must be a positive number of seconds",
+            args.budget
+        )));
     }
     Ok(())
 }
@@ -260,7 +268,7 @@ fn timeouts(args: &EvalArgs) -> Result<Timeouts> {
             Ok(Duration::from_secs_f64(s))
         } else {
             Err(Error::Usage(format!(
-                "{name} must be a positive number of seconds"
+                "use {name} {s}: it must be a positive number of seconds"
             )))
         }
     };
@@ -277,13 +285,13 @@ fn lock_clocks(args: &EvalArgs, device: Device) -> Result<Option<Option<u32>>> {
         None => None,
         Some(_) if device != Device::Cuda => {
             return Err(Error::Usage(
-                "--lock-clocks needs a GPU (--device cuda)".into(),
+                "use --lock-clocks without a GPU: it needs --device cuda".into(),
             ))
         }
         Some("base") => Some(None),
         Some(mhz) => Some(Some(mhz.parse().map_err(|_| {
             Error::Usage(format!(
-                "--lock-clocks {mhz}: expected base or a frequency in MHz"
+                "use --lock-clocks {mhz}: expected base or a frequency in MHz"
             ))
         })?)),
     })
@@ -293,7 +301,7 @@ fn lock_clocks(args: &EvalArgs, device: Device) -> Result<Option<Option<u32>>> {
 fn out_dir(args: &EvalArgs, run_id: &str) -> Result<PathBuf> {
     if args.resume && args.out.is_none() {
         return Err(Error::Usage(
-            "--resume needs --out DIR, the folder of the run to continue".into(),
+            "use --resume without --out DIR: it needs the folder of the run to continue".into(),
         ));
     }
     absolute(
@@ -346,13 +354,13 @@ fn compile_baseline(args: &EvalArgs) -> Result<bool> {
 fn parse_set(raw: &str) -> Result<(String, Value)> {
     let (name, value) = raw.split_once('=').ok_or_else(|| {
         Error::Usage(format!(
-            "--set {raw}: expected NAME=VALUE, e.g. batch_size=2"
+            "use --set {raw}: expected NAME=VALUE, e.g. batch_size=2"
         ))
     })?;
     let name = name.trim();
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return Err(Error::Usage(format!(
-            "--set {raw}: '{name}' is not a Python name"
+            "use --set {raw}: '{name}' is not a Python name"
         )));
     }
     let value = serde_json::from_str(value.trim())
@@ -496,7 +504,7 @@ impl Config {
             scale: args.scale.clone().filter(|s| s != "full"),
             sets,
             timeouts,
-            min_speedup: args.min_speedup,
+            gate: args.gate.clone(),
             resume: args.resume,
             cuda_arch_list: probe.cuda_arch_list(),
             gpu_memory: probe.smallest_gpu_memory(),
@@ -591,6 +599,40 @@ pub(crate) mod tests {
         assert_eq!(parse_set("mode=nearest").unwrap().1, Value::from("nearest"));
         assert!(parse_set("batch_size").is_err());
         assert!(parse_set("a b=1").is_err());
+    }
+
+    #[test]
+    fn bad_numbers_are_refused_in_words_that_read_after_failed_to() {
+        for (flag, said) in [
+            ("--trials=0", "use --trials 0: it must be at least 1"),
+            (
+                "--max-samples=1",
+                "use --max-samples 1: it must be at least 2",
+            ),
+            (
+                "--ci-target=1",
+                "use --ci-target 1: it must be in (0, 1), e.g. 0.01",
+            ),
+            (
+                "--budget=0",
+                "use --budget 0: it must be a positive number of seconds",
+            ),
+            (
+                "--atol=-1",
+                "use --atol -1: it must be a finite number >= 0",
+            ),
+            (
+                "--timeout-call=0",
+                "use --timeout-call 0: it must be a positive number of seconds",
+            ),
+        ] {
+            let cli = <crate::cli::Cli as clap::Parser>::parse_from(["kbench", "eval", "x", flag]);
+            let crate::cli::Command::Eval(args) = cli.command else {
+                panic!("not eval");
+            };
+            let refused = check_numbers(&args).and_then(|()| timeouts(&args).map(drop));
+            assert_eq!(refused.unwrap_err().to_string(), said);
+        }
     }
 
     /// The configuration `kbench eval submissions FLAGS` resolves to, on an H100-like probe.

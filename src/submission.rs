@@ -114,7 +114,7 @@ pub fn discover(path: &Path, tasks: &[Task], single: Option<TaskId>) -> Result<D
     }
     if single.is_some() {
         return Err(Error::Usage(
-            "--task applies to a single file, not to a directory".into(),
+            "use --task with a directory: it applies to a single file".into(),
         ));
     }
     for entry in walkdir::WalkDir::new(path).sort_by_file_name() {

@@ -94,6 +94,9 @@ pub enum Cause {
     ReferenceError(ReferenceStep, WorkerError),
     /// kbench could not set the evaluation up (its workers, the submission's copy); the reason.
     Unready(String),
+    /// On the CPU, the task cannot fit the host's memory (`host_memory`); the estimate and the
+    /// memory available.
+    DoesNotFit(String),
     /// A stage (`"build"`, `"evaluation"`) outlasted its deadline, which only a wait that never
     /// ends reaches (every worker request has its own): kbench stopped waiting for it
     /// (`serve::queue`).
@@ -142,7 +145,9 @@ impl Cause {
             Cause::Silent(f) => (of_failure(f), f.to_string()),
             Cause::ReferenceDied(f) => of_reference_death(f),
             Cause::ReferenceError(step, e) => (Verdict::Skipped, of_reference_error(*step, e)),
-            Cause::Unready(why) | Cause::Uncheckable(why) => (Verdict::Skipped, why.clone()),
+            Cause::Unready(why) | Cause::Uncheckable(why) | Cause::DoesNotFit(why) => {
+                (Verdict::Skipped, why.clone())
+            }
             Cause::Abandoned(stage, after) => (
                 Verdict::Timeout,
                 format!(
@@ -582,6 +587,11 @@ mod tests {
                 "the reference failed while timed: m",
             ),
             (C::Unready("no worker".into()), V::Skipped, "no worker"),
+            (
+                C::DoesNotFit("needs 9 GiB".into()),
+                V::Skipped,
+                "needs 9 GiB",
+            ),
         ]);
     }
 

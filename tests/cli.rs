@@ -345,3 +345,166 @@ fn leaderboard_ranks_submitters() {
         stderr(&out)
     );
 }
+
+/// The fixture run (three `no_kernel` rows timed at 0.5x) as the one shard of a seeded run,
+/// altered by `edit` first.
+fn one_shard(
+    dir: &std::path::Path,
+    name: &str,
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> std::path::PathBuf {
+    fixture_run(dir, name, |r| {
+        r["config"]["seed"] = 42.into();
+        edit(r);
+        let n = r["evaluations"].as_array().unwrap().len();
+        r["shard"] = serde_json::json!({"index": 0, "count": 1, "total": n, "selected": n});
+    })
+}
+
+/// `kbench merge` of the one shard `run` with `extra` flags: the exit code and stdout.
+fn merge(run: &std::path::Path, extra: &[&str]) -> (Option<i32>, String) {
+    let out = run.with_extension("merged");
+    let mut args = vec![
+        "merge",
+        run.to_str().unwrap(),
+        "--unauthenticated",
+        "--replace",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    let o = kbench(&args);
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn the_gate_fails_a_run_that_evaluated_nothing_or_left_files_unmatched_unless_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = one_shard(dir.path(), "empty", |r| {
+        r["evaluations"] = serde_json::json!([])
+    });
+    let (code, text) = merge(&empty, &[]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("gate: failed\n  nothing was evaluated: no submission of a selected task"),
+        "{text}"
+    );
+    assert_eq!(merge(&empty, &["--allow-empty"]).0, Some(0));
+    let unmatched =
+        one_shard(
+            dir.path(),
+            "unmatched",
+            |r| {
+                r["unmatched"] =
+                    serde_json::json!([{"file": "notes.py", "why": "not in a levelN/ folder"}])
+            },
+        );
+    let (code, text) = merge(&unmatched, &[]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("1 file(s) matched no task (listed above); pass --allow-unmatched"),
+        "{text}"
+    );
+    assert_eq!(merge(&unmatched, &["--allow-unmatched"]).0, Some(0));
+}
+
+#[test]
+fn no_kernel_passes_the_gate_unless_a_kernel_is_required_or_a_floor_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = one_shard(dir.path(), "run", |_| {});
+    for (extra, code, said) in [
+        (vec![], Some(0), "gate: passed"),
+        (vec!["--min-speedup", "0.4"], Some(0), "gate: passed"),
+        (
+            vec!["--min-speedup", "1"],
+            Some(1),
+            "level1/1_Square_matrix_multiplication_ level1/1_Square_matrix_multiplication_.py: speedup 0.501 below --min-speedup 1",
+        ),
+        (vec!["--require-kernel"], Some(1), ": no_kernel under --require-kernel: "),
+    ] {
+        let (got, text) = merge(&run, &extra);
+        assert_eq!(got, code, "{extra:?}: {text}");
+        assert!(text.contains(said), "{extra:?}: {text}");
+    }
+}
+
+#[test]
+fn a_scale_no_task_has_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = kbench(&[
+        "eval",
+        dir.path().to_str().unwrap(),
+        "--scale",
+        "tiny",
+        "--python",
+        "/no/such/python",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains(
+            "kbench: failed to use --scale tiny: no task has that scale; the tasks have full, small"
+        ),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn serve_s_help_lists_only_what_serve_accepts() {
+    let out = kbench(&["serve", "--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for refused in [
+        "--task ",
+        "--published",
+        "--shard",
+        "--lock-clocks",
+        "--min-speedup",
+        "--require-kernel",
+        "--allow-empty",
+        "--allow-unmatched",
+        "[PATH]",
+    ] {
+        assert!(!text.contains(refused), "{refused}: {text}");
+    }
+    assert!(
+        text.contains("--scale") && text.contains("--listen"),
+        "{text}"
+    );
+    // still refused when given
+    let out = kbench(&["serve", "--min-speedup", "2"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("failed to serve with --min-speedup: it is eval's"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn doctor_fails_when_what_the_device_needs_is_missing() {
+    let out = kbench(&["doctor", "--python", "/no/such/python", "--device", "cpu"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.ends_with("kbench doctor: not ready for --device cpu: python + torch missing\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn usage_errors_read_after_failed_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = fixture_run(dir.path(), "a", |_| {});
+    let a = a.to_str().unwrap();
+    let out = kbench(&["compare", a, a, "--band", "2"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("kbench: failed to compare with --band 2: it is outside [0, 1)"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -620,3 +620,81 @@ fn a_foreign_tree_runs_at_its_derived_small_size() {
     let big = &evaluations(&out)["level1/1_Big.py"];
     assert_eq!(big["verdict"], "no_kernel", "{big}");
 }
+
+/// On the CPU at full size, a task whose inputs and outputs cannot fit the host's memory is
+/// skipped before its workers start, warned of first, the reason giving the estimate and the
+/// memory available; a run that evaluated nothing fails the gate unless --allow-empty, and so
+/// does an empty folder.
+#[test]
+fn a_task_too_large_for_the_cpu_is_skipped_and_a_run_of_nothing_fails_the_gate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let write = |rel: &str, text: &str| {
+        let path = tmp.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    // 2^20 x 2^20 floats: 4 TiB of input at full size (the facts count it on the meta device).
+    write(
+        "tree/level1/1_Huge.py",
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\
+         batch_size = 1048576\ndim = 1048576\n\
+         def get_inputs():\n    return [torch.rand(batch_size, dim)]\n\
+         def get_init_inputs():\n    return []\n",
+    );
+    write(
+        "sub/level1/1_Huge.py",
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x + x\n",
+    );
+    std::fs::create_dir_all(tmp.path().join("empty")).unwrap();
+    let run = |sub: &str, out: &str, extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kbench"))
+            .arg("eval")
+            .arg(tmp.path().join(sub))
+            .arg("--tasks")
+            .arg(tmp.path().join("tree"))
+            .args(["--device", "cpu", "--trials", "2", "--max-samples", "8"])
+            .arg("--python")
+            .arg(python())
+            .arg("--out")
+            .arg(tmp.path().join(out))
+            .args(extra)
+            .env("KBENCH_CACHE", root().join("target/kbench-test-cache"))
+            .output()
+            .expect("run kbench")
+    };
+    let huge = run("sub", "huge", &[]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&huge.stdout),
+        String::from_utf8_lossy(&huge.stderr),
+    );
+    assert_eq!(huge.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "warning: --device cpu at full size: 1 task(s) need more than the \
+             ",
+        ) && stderr.contains("(the largest, level1/1_Huge: at least 16384.0 GiB)"),
+        "{stderr}"
+    );
+    let skipped = &evaluations(&tmp.path().join("huge"))["level1/1_Huge.py"];
+    assert_eq!(skipped["verdict"], "skipped", "{skipped}");
+    let reason = skipped["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("needs at least 16384.0 GiB on the CPU at full size")
+            && reason.contains("GiB is available: run it with --scale small"),
+        "{reason}"
+    );
+    assert!(
+        stdout.contains("nothing was evaluated: all 1 evaluation(s) skipped"),
+        "{stdout}"
+    );
+    let allowed = run("sub", "allowed", &["--allow-empty"]);
+    assert_eq!(allowed.status.code(), Some(0));
+    let empty = run("empty", "empty", &[]);
+    assert_eq!(empty.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&empty.stdout)
+            .contains("nothing was evaluated: no submission of a selected task"),
+        "{}",
+        String::from_utf8_lossy(&empty.stdout)
+    );
+}

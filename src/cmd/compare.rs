@@ -9,7 +9,7 @@ use crate::report;
 pub fn run(args: &CompareArgs) -> Result<Exit> {
     if !(0.0..1.0).contains(&args.band) {
         return Err(Error::Usage(format!(
-            "compare: --band {} is outside [0, 1)",
+            "compare with --band {}: it is outside [0, 1)",
             args.band
         )));
     }
@@ -22,7 +22,7 @@ pub fn run(args: &CompareArgs) -> Result<Exit> {
     };
     if !(0.0..1.0).contains(&threshold) {
         return Err(Error::Usage(format!(
-            "compare: --fail-on-regression {threshold} is outside [0, 1)"
+            "compare with --fail-on-regression {threshold}: it is outside [0, 1)"
         )));
     }
     let why = report::compare::regressions(&c, threshold);

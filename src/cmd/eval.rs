@@ -14,6 +14,7 @@ use crate::cpus;
 use crate::error::{Error, Result};
 use crate::exit::Exit;
 use crate::gate;
+use crate::host_memory;
 use crate::nvml;
 use crate::pipeline;
 use crate::probe::Probe;
@@ -21,6 +22,7 @@ use crate::published;
 use crate::record::RunRecord;
 use crate::report;
 use crate::sandbox;
+use crate::scale;
 use crate::schedule::{self, Event};
 use crate::shard::Shard;
 use crate::signals;
@@ -44,6 +46,7 @@ pub fn run(args: &EvalArgs) -> Result<Exit> {
         .as_deref()
         .map(published::read_csv)
         .transpose()?;
+    scale::check(args.scale.as_deref(), &tasks)?;
     let found = select(args, &tasks)?;
     let python = config::python(args.python.python.as_deref());
     let cache = config::cache_dir();
@@ -79,6 +82,11 @@ pub fn run(args: &EvalArgs) -> Result<Exit> {
     report::write_files(&record, out)?;
 
     let (findings, facts) = checks_and_facts(&config, &worker_path, &cache, &work)?;
+    let at_hand: Vec<Task> = work.iter().map(|(t, _)| t.clone()).collect();
+    if let Some(warning) = host_memory::warning(&config, &at_hand, &facts, host_memory::available())
+    {
+        eprintln!("kbench: warning: {warning}");
+    }
     let confinement = setup::confine(&config, &worker_path)?;
     let backend = setup::backend(
         &config,
@@ -251,12 +259,12 @@ fn finish(record: &RunRecord, config: &Config) -> Result<Exit> {
     let summary = report::summary::summarize_run(record);
     report::write_summary(&summary, out)?;
     report::write_html(record, &summary, out)?;
-    let gate = gate::judge(record, config.min_speedup);
+    let gate = gate::judge(record, &config.gate);
     print!(
         "{}",
         report::console::final_report(record, &summary, &gate, out)
     );
-    Ok(Exit::gate(gate.failures.is_empty()))
+    Ok(Exit::gate(gate.passed()))
 }
 
 /// Lock the clocks of every chosen GPU when asked (--lock-clocks), with guards that restore them.

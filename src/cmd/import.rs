@@ -12,7 +12,7 @@ pub fn run(args: &ImportArgs) -> Result<Exit> {
     let cuda_l2_only = !args.shapes.is_empty() || args.sample.is_some() || args.gpu != "h100";
     if cuda_l2_only && args.format != ImportFormat::CudaL2 {
         return Err(Error::Usage(
-            "--gpu, --shapes and --sample are for kbench import cuda-l2".into(),
+            "use --gpu, --shapes or --sample here: they are for kbench import cuda-l2".into(),
         ));
     }
     let imported = match args.format {

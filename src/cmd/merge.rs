@@ -47,12 +47,12 @@ pub fn run(args: &MergeArgs) -> Result<Exit> {
     }
     let out = &args.out;
     let summary = write(&record, &shards, out, args.replace)?;
-    let gate = gate::judge(&record, args.min_speedup);
+    let gate = gate::judge(&record, &args.gate);
     print!(
         "{}",
         report::console::final_report(&record, &summary, &gate, out)
     );
-    Ok(Exit::gate(gate.failures.is_empty()))
+    Ok(Exit::gate(gate.passed()))
 }
 
 /// Each shard's folder and record, taken as `trust` allows; none (said on stderr) when

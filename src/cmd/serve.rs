@@ -16,8 +16,10 @@ use crate::config::{self, Config};
 use crate::cpus;
 use crate::error::{Error, Result};
 use crate::exit::Exit;
+use crate::host_memory;
 use crate::probe::Probe;
 use crate::sandbox;
+use crate::scale;
 use crate::serve::{self, Service};
 use crate::signals;
 use crate::worker;
@@ -49,6 +51,7 @@ pub fn run(args: &ServeArgs) -> Result<Exit> {
     if !run.only.is_empty() {
         tasks.retain(|t| run.only.contains(&t.id));
     }
+    scale::check(run.scale.as_deref(), &tasks)?;
     let python = config::python(run.python.python.as_deref());
     let cache = config::cache_dir();
     let worker_path = worker::python::worker_path(&cache)?;
@@ -61,6 +64,9 @@ pub fn run(args: &ServeArgs) -> Result<Exit> {
     }
     let ceilings = setup::speed_of_light(&config, &worker_path, &probe);
     let facts = setup::task_facts(&config, &worker_path, &cache, tasks.clone())?;
+    if let Some(warning) = host_memory::warning(&config, &tasks, &facts, host_memory::available()) {
+        eprintln!("kbench serve: warning: {warning}");
+    }
     let confinement = setup::confine(&config, &worker_path)?;
     let shared = serve::Shared {
         // Every run of the service under the same folder, whatever the clock says later.
@@ -129,20 +135,26 @@ fn shut_down(service: &Service, answering: &serve::http::Answering) -> Result<()
     stopped
 }
 
-/// Flags of `eval` that have no meaning for a service.
+/// eval's flags (`cli::EVAL_ONLY`, hidden from `serve --help`): requests bring the
+/// submissions, and no gate judges the service's run.
 fn refuse_eval_only(args: &ServeArgs) -> Result<()> {
     let run = &args.run;
+    let gate = &run.gate;
     for (flag, given) in [
         ("a submission path", run.path != std::path::Path::new(".")),
         ("--task", run.task.is_some()),
         ("--published", run.published.is_some()),
         ("--shard", run.shard.is_some()),
-        ("--min-speedup", run.min_speedup.is_some()),
         ("--lock-clocks", run.lock_clocks.is_some()),
+        ("--min-speedup", gate.min_speedup.is_some()),
+        ("--require-kernel", gate.require_kernel),
+        ("--allow-empty", gate.allow_empty),
+        ("--allow-unmatched", gate.allow_unmatched),
     ] {
         if given {
             return Err(Error::Usage(format!(
-                "serve with {flag}: it is eval's (requests bring the submissions; lock clocks around the service instead)"
+                "serve with {flag}: it is eval's (requests bring the submissions, each reply's \
+                 class says how the gate treats it; lock clocks around the service instead)"
             )));
         }
     }
@@ -162,6 +174,33 @@ fn check_listen(listen: SocketAddr, token: Option<&str>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_flag_hidden_from_serve_s_help_is_refused() {
+        use clap::Parser;
+        for (id, given) in [
+            ("path", vec!["submissions"]),
+            ("task", vec!["--task", "1/19"]),
+            ("published", vec!["--published", "published.csv"]),
+            ("shard", vec!["--shard", "0/2"]),
+            ("lock_clocks", vec!["--lock-clocks", "base", "--dedicated"]),
+            ("min_speedup", vec!["--min-speedup", "1.5"]),
+            ("require_kernel", vec!["--require-kernel"]),
+            ("allow_empty", vec!["--allow-empty"]),
+            ("allow_unmatched", vec!["--allow-unmatched"]),
+        ] {
+            assert!(crate::cli::EVAL_ONLY.contains(&id), "{id}");
+            let cli = crate::cli::Cli::try_parse_from(
+                ["kbench", "serve"].into_iter().chain(given.iter().copied()),
+            )
+            .unwrap();
+            let crate::cli::Command::Serve(args) = cli.command else {
+                panic!("serve")
+            };
+            assert!(refuse_eval_only(&args).is_err(), "{id}");
+        }
+        assert_eq!(crate::cli::EVAL_ONLY.len(), 9);
+    }
 
     #[test]
     fn off_loopback_needs_a_token() {

@@ -100,7 +100,7 @@ fn entry(src: &Path, rel: &Path) -> Result<(String, String)> {
     let declaration = Regex::new(r"void\s+(cuda_l2_\w+)\s*\(([^)]*)\)\s*;").expect("regex");
     let found = declaration.captures(&text).ok_or_else(|| {
         Error::Usage(format!(
-            "{}: no `void cuda_l2_...(...);` declaration",
+            "read {}: no `void cuda_l2_...(...);` declaration",
             glue.display()
         ))
     })?;
@@ -150,7 +150,7 @@ fn select(
     let mut chosen = Vec::new();
     for text in &selection.shapes {
         let shape = sample::parse(text)
-            .ok_or_else(|| Error::Usage(format!("--shapes: {text:?} is not M_N_K")))?;
+            .ok_or_else(|| Error::Usage(format!("use --shapes {text:?}: it is not M_N_K")))?;
         if all.contains_key(&shape) {
             chosen.push(shape);
         } else {
@@ -185,7 +185,7 @@ pub fn read(src: &Path, gpu: &str, selection: &Selection) -> Result<Import> {
     let kernels_dir = Path::new("kernels").join(format!("{gpu}_F32F16F16F32"));
     if !src.join(&kernels_dir).is_dir() {
         return Err(Error::Usage(format!(
-            "{}: not a CUDA-L2 folder for --gpu {gpu} (no kernels/{gpu}_F32F16F16F32/)",
+            "import {}: not a CUDA-L2 folder for --gpu {gpu} (no kernels/{gpu}_F32F16F16F32/)",
             src.display()
         )));
     }

@@ -19,6 +19,7 @@ use std::time::Instant;
 
 use crate::cache_key::CacheKey;
 use crate::config::Config;
+use crate::host_memory;
 use crate::lanes::{Gate, Hold};
 use crate::nvml::Nvml;
 use crate::record::{merge_check, Build, Evaluation, Timing};
@@ -236,7 +237,7 @@ impl<S: Spawner> Backend for Python<'_, S> {
             mut eval,
             cause,
             host_error,
-        } = match decide::build_failure(build) {
+        } = match decide::build_failure(build).or_else(|| self.too_large(task)) {
             Some(cause) => Ended {
                 eval: self.fresh(task, submission, build),
                 cause,
@@ -284,6 +285,17 @@ impl<S: Spawner> Python<'_, S> {
             build: Some(build.clone()),
             ..decide::early(task, submission)
         }
+    }
+
+    /// On the CPU, a task that cannot fit the host's memory (`host_memory`): skipped before its
+    /// workers start.
+    fn too_large(&self, task: &Task) -> Option<Cause> {
+        host_memory::refusal(
+            self.config,
+            self.facts.get(&task.id),
+            host_memory::available(),
+        )
+        .map(Cause::DoesNotFit)
     }
 
     /// The gate of `slot`'s lanes (`lanes`), as it is now.

@@ -123,8 +123,23 @@ pub fn summary_table(summary: &RunSummary) -> String {
     table.to_string()
 }
 
-/// What the table's columns mean and what they leave out.
-fn summary_notes(total: &Summary) -> String {
+/// Each task left out of the aggregates, with its degenerate-task flags, e.g.
+/// `level1/12_Diag (identity)`.
+fn excluded(record: &RunRecord) -> Vec<String> {
+    let flags: std::collections::BTreeMap<_, _> = record
+        .evaluations
+        .iter()
+        .filter(|e| e.verdict != crate::verdict::Verdict::Skipped && !e.task_flags.is_empty())
+        .map(|e| (e.task, (e.label(), e.task_flags.join(", "))))
+        .collect();
+    flags
+        .into_values()
+        .map(|(label, flags)| format!("{label} ({flags})"))
+        .collect()
+}
+
+/// What the table's columns mean and what they leave out (`excluded`: each task left out).
+fn summary_notes(total: &Summary, excluded: &[String]) -> String {
     let mut text = format!(
         "KernelBench correct: evaluations KernelBench's own rule passes (allclose at \
          --kernelbench-tolerance on its trials, nothing else); kbench's correct is the stricter.\n\
@@ -153,12 +168,16 @@ fn summary_notes(total: &Summary) -> String {
             fast.join(", ")
         ));
     }
-    if total.degenerate_tasks > 0 {
+    if !excluded.is_empty() {
         text.push_str(&format!(
-            "excluded: {} task(s) with degenerate-task flags (constant output, identity, ...) \
-             count in no speedup aggregate.\n",
-            total.degenerate_tasks
+            "excluded from every speedup aggregate, their references flagged degenerate by the \
+             task facts (a trivial kernel could pass the check; `kbench list --meta`, \
+             docs/checks.md; no flag counts them): {}.\n",
+            excluded.join(", ")
         ));
+    }
+    if total.tasks > 0 && total.counted_tasks == 0 {
+        text.push_str("fast_p and geomean show -: every task is excluded.\n");
     }
     if total.invalid_timings > 0 {
         text.push_str(&format!(
@@ -214,7 +233,7 @@ pub fn final_report(
     }
     text.push_str(&summary_table(summary));
     text.push('\n');
-    text.push_str(&summary_notes(summary.total()));
+    text.push_str(&summary_notes(summary.total(), &excluded(record)));
     if let Some(published) = &summary.published {
         text.push_str(&crate::published::render(published));
     }
@@ -223,14 +242,15 @@ pub fn final_report(
     for w in &gate.warnings {
         text.push_str(&format!("gate: warning: {w}\n"));
     }
-    if gate.failures.is_empty() {
+    if gate.passed() {
         text.push_str("gate: passed\n");
     } else {
-        text.push_str(&format!(
-            "gate: failed ({} evaluation(s))\n",
-            gate.failures.len()
-        ));
-        for f in &gate.failures {
+        text.push_str("gate: failed");
+        if !gate.failures.is_empty() {
+            text.push_str(&format!(" ({} evaluation(s))", gate.failures.len()));
+        }
+        text.push('\n');
+        for f in gate.run.iter().chain(&gate.failures) {
             text.push_str(&format!("  {f}\n"));
         }
     }

@@ -298,13 +298,40 @@ pub(crate) mod tests {
     #[test]
     fn summary_snapshot() {
         let record = sample_record();
-        let gate = crate::gate::judge(&record, Some(1.5));
+        let gate = crate::gate::judge(
+            &record,
+            &crate::cli::GateArgs {
+                min_speedup: Some(1.5),
+                ..Default::default()
+            },
+        );
         insta::assert_snapshot!(console::final_report(
             &record,
             &summary::summarize_run(&record),
             &gate,
             Path::new("reports/run-test")
         ));
+    }
+
+    #[test]
+    fn the_summary_says_why_a_task_is_excluded_and_why_its_aggregates_show_dashes() {
+        let mut record = sample_record();
+        record.evaluations.truncate(1);
+        let gate = crate::gate::judge(&record, &Default::default());
+        let text = console::final_report(
+            &record,
+            &summary::summarize_run(&record),
+            &gate,
+            Path::new("run"),
+        );
+        assert!(
+            text.contains("no flag counts them): level1/12_Task (identity).\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("fast_p and geomean show -: every task is excluded.\n"),
+            "{text}"
+        );
     }
 
     #[test]
