@@ -38,11 +38,14 @@ struct Row<'a> {
     /// Degenerate-task flags, separated by ';'.
     task_flags: String,
     reason: &'a str,
-    /// `--published`: the published speedups and correctness, and how they fared here.
+    /// `--published`: the published speedups and correctness, the system that published them,
+    /// and what became of the claim here (`published::Class`) with its evidence.
     published_speedup: Option<f64>,
     published_speedup_vs_compile: Option<f64>,
     published_correct: Option<bool>,
+    published_system: Option<String>,
     published_class: Option<&'static str>,
+    published_evidence: Option<String>,
     /// Where the row comes from (docs/csv-schema.md): the run, its settings, its machine.
     run_id: &'a str,
     kbench_version: &'a str,
@@ -59,7 +62,7 @@ struct Row<'a> {
 }
 
 /// `Row`'s fields in order: the header of a run with no rows (serde writes it with a first row).
-const COLUMNS: [&str; 42] = [
+const COLUMNS: [&str; 44] = [
     "level",
     "problem_id",
     "task",
@@ -91,7 +94,9 @@ const COLUMNS: [&str; 42] = [
     "published_speedup",
     "published_speedup_vs_compile",
     "published_correct",
+    "published_system",
     "published_class",
+    "published_evidence",
     "run_id",
     "kbench_version",
     "config_hash",
@@ -116,6 +121,7 @@ pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
         let timing = e.timing.as_ref();
         let compile = timing.and_then(|t| t.compile.as_ref());
         let published = record.published.as_ref().and_then(|p| p.row(e));
+        let compared = published.map(|p| crate::published::compare(e, p));
         w.serialize(Row {
             level: e.task.level,
             problem_id: e.task.number,
@@ -152,7 +158,9 @@ pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
             published_speedup: published.and_then(|p| p.speedup),
             published_speedup_vs_compile: published.and_then(|p| p.speedup_vs_compile),
             published_correct: published.and_then(|p| p.correct),
-            published_class: published.map(|p| crate::published::compare(e, p).class.as_str()),
+            published_system: compared.as_ref().map(|c| c.system.clone()),
+            published_class: compared.as_ref().map(|c| c.class.as_str()),
+            published_evidence: compared.map(|c| c.evidence),
             run_id: &record.run_id,
             kbench_version: &record.kbench_version,
             config_hash: &config_hash,
