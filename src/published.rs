@@ -76,7 +76,7 @@ pub enum Class {
     /// `runtime_error`, `crashed`, `timeout`), kbench skipped it, or a correct one has no valid
     /// timing (none, or faster than the speed of light).
     NotJudged,
-    /// Correct and timed here; the source published no speedup for it.
+    /// Correct (or `contract`) and timed here; the source published no speedup for it.
     NoPublishedSpeedup,
     /// The source itself published the kernel as incorrect: there is no claim to reproduce.
     PublishedIncorrect,
@@ -151,7 +151,8 @@ fn verdict_said(e: &Evaluation) -> String {
     }
 }
 
-/// The class and evidence of a correct (or contract) evaluation with a valid timing `t`.
+/// The class and evidence of an evaluation with its values right (`pass`, `no_kernel`,
+/// `contract`) and a valid timing `t`.
 fn timed(e: &Evaluation, t: &Timing, published: Option<f64>) -> (Class, String) {
     let kbench = format!(
         "kbench {:.3}x [{:.3}, {:.3}]",
@@ -174,10 +175,11 @@ fn timed(e: &Evaluation, t: &Timing, published: Option<f64>) -> (Class, String) 
     }
 }
 
+/// What became of `row`'s claim in evaluation `e`, with its evidence.
 pub fn compare(e: &Evaluation, row: &PublishedRow) -> Comparison {
     let timing = e.timing.as_ref();
     let said = verdict_said(e);
-    let correct = matches!(
+    let values_right = matches!(
         e.verdict,
         Verdict::Pass | Verdict::NoKernel | Verdict::Contract
     );
@@ -192,12 +194,12 @@ pub fn compare(e: &Evaluation, row: &PublishedRow) -> Comparison {
             Class::Wrong,
             format!("{said}; KernelBench's rule fails it too"),
         ),
-        (_, Some(t)) if correct && t.invalid => (
+        (_, Some(t)) if values_right && t.invalid => (
             Class::NotJudged,
             format!("{said}; timed faster than the speed of light"),
         ),
-        (_, Some(t)) if correct => timed(e, t, row.speedup),
-        _ if correct => (Class::NotJudged, format!("{said}; not timed")),
+        (_, Some(t)) if values_right => timed(e, t, row.speedup),
+        _ if values_right => (Class::NotJudged, format!("{said}; not timed")),
         _ => (Class::NotJudged, said),
     };
     Comparison {

@@ -2,7 +2,8 @@
 //! called through the functional Model) are imported, evaluated with `--published`, and each
 //! lands in its class: published far above kbench's interval (slower), far below
 //! (reproduced), a wrong functional form (wrong, with the verdict as cause), all under the
-//! system `sakana`; --resume keeps the published table. Needs the project venv (tests/setup-python.sh) or KBENCH_PYTHON.
+//! system `sakana`; --resume keeps the published table. Needs the project venv
+//! (tests/setup-python.sh) or KBENCH_PYTHON.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

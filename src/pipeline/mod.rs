@@ -3,10 +3,10 @@
 //! fresh workers loads the task (the reference worker, trusted) and the submission (the candidate
 //! worker, untrusted) (`load`); correctness trials and checks (`verify`); timing
 //! (`timing::Session`: a breach of the module contract with the values right does not stop the
-//! clock, so `contract` evaluations are timed too); one profiled call that shows whether a kernel of the submission's own ran
-//! (`evidence`); the verdict (`decide`); and, last, what the run adds from outside the workers
-//! (`annotate`), so the `Evaluation` is final when the backend returns it. Files and outputs
-//! travel between the workers through `stage`.
+//! clock, so `contract` evaluations are timed too); one profiled call that shows whether a
+//! kernel of the submission's own ran (`evidence`); the verdict (`decide`); and, last, what the
+//! run adds from outside the workers (`annotate`), so the `Evaluation` is final when the backend
+//! returns it. Files and outputs travel between the workers through `stage`.
 //!
 //! Everything that can go wrong in submission code ends as a `Cause`, which `verdict.rs` decides
 //! into a `Verdict`, never as an `Err`. This file holds the sequence and nothing of a stage's
@@ -326,10 +326,10 @@ impl<S: Spawner> Python<'_, S> {
 
     /// One evaluation by a pair of workers: load, verify, time with the GPU alone, then the
     /// profiled call's evidence; fills `eval` (phases, logs, trials, checks, timing) and returns
-    /// what decides the verdict (`Judged`), or the cause that ends it. The candidate worker ends with it; the
-    /// reference worker is kept for the task's next candidate if it stayed clean (`reuse`). A
-    /// kept reference that fails to load the task again is not the candidate's fault: it is
-    /// retired and the evaluation starts over on a fresh pair.
+    /// what decides the verdict (`Judged`), or the cause that ends it. The candidate worker ends
+    /// with it; the reference worker is kept for the task's next candidate if it stayed clean
+    /// (`reuse`). A kept reference that fails to load the task again is not the candidate's
+    /// fault: it is retired and the evaluation starts over on a fresh pair.
     fn run_workers(
         &self,
         task: &Task,

@@ -38,14 +38,12 @@ struct Row<'a> {
     /// Degenerate-task flags, separated by ';'.
     task_flags: String,
     reason: &'a str,
-    /// `--published`: the published speedups and correctness, the system that published them,
-    /// and what became of the claim here (`published::Class`) with its evidence.
+    /// `--published`: the published speedups and correctness, and what became of the claim
+    /// here (`published::Class`; its system and evidence are the last columns).
     published_speedup: Option<f64>,
     published_speedup_vs_compile: Option<f64>,
     published_correct: Option<bool>,
-    published_system: Option<String>,
     published_class: Option<&'static str>,
-    published_evidence: Option<String>,
     /// Where the row comes from (docs/csv-schema.md): the run, its settings, its machine.
     run_id: &'a str,
     kbench_version: &'a str,
@@ -59,6 +57,9 @@ struct Row<'a> {
     kernelbench_tolerance: Option<f64>,
     /// The least tolerance at which KernelBench's rule passes (`Evaluation::kernelbench_needed`).
     kernelbench_needed: Option<f64>,
+    /// `--published`: the system that published the claim, and the evidence of its class.
+    published_system: Option<String>,
+    published_evidence: Option<String>,
 }
 
 /// `Row`'s fields in order: the header of a run with no rows (serde writes it with a first row).
@@ -94,9 +95,7 @@ const COLUMNS: [&str; 44] = [
     "published_speedup",
     "published_speedup_vs_compile",
     "published_correct",
-    "published_system",
     "published_class",
-    "published_evidence",
     "run_id",
     "kbench_version",
     "config_hash",
@@ -107,6 +106,8 @@ const COLUMNS: [&str; 44] = [
     "kernelbench_correct",
     "kernelbench_tolerance",
     "kernelbench_needed",
+    "published_system",
+    "published_evidence",
 ];
 
 pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
@@ -158,9 +159,7 @@ pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
             published_speedup: published.and_then(|p| p.speedup),
             published_speedup_vs_compile: published.and_then(|p| p.speedup_vs_compile),
             published_correct: published.and_then(|p| p.correct),
-            published_system: compared.as_ref().map(|c| c.system.clone()),
             published_class: compared.as_ref().map(|c| c.class.as_str()),
-            published_evidence: compared.map(|c| c.evidence),
             run_id: &record.run_id,
             kbench_version: &record.kbench_version,
             config_hash: &config_hash,
@@ -171,6 +170,8 @@ pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
             kernelbench_correct: e.kernelbench_correct,
             kernelbench_tolerance: record.config.kernelbench_tolerance,
             kernelbench_needed: e.kernelbench_needed,
+            published_system: compared.as_ref().map(|c| c.system.clone()),
+            published_evidence: compared.map(|c| c.evidence),
         })
         .map_err(fail)?;
     }
