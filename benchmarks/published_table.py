@@ -1,13 +1,15 @@
 """Markdown table of a run against published results: `kbench eval --published` records the
 published rows in results.json; this prints the verdict and class counts, the main causes of
-what was not reproduced, and one row per evaluation (task, verdict, kbench's speedup and
+what was wrong or not judged, and one row per evaluation (task, verdict, kbench's speedup and
 interval, the published speedup, the class, the one-line reason).
 
     python3 benchmarks/published_table.py RESULTS_JSON [TITLE] > table.md
 
-The class follows kbench's rule (src/published.rs): a passing, timed kernel is `reproduced`
-when the published speedup lies inside or below kbench's interval, `inflated` when above it;
-anything else is `not_reproduced`, its reason the cause.
+The class follows kbench's rule (src/published.rs, docs/usage.md): a timed `pass`, `no_kernel`
+or `contract` is `reproduced`, `reproduced_no_kernel` or `reproduced_contract` when the published
+speedup lies inside or below kbench's interval, `slower` when above it; `incorrect` and `cheat`
+are `wrong`; anything else is `not_judged`, its reason the cause. The source's own correctness
+(`published_incorrect`) is not read here.
 """
 
 import collections
@@ -19,11 +21,18 @@ from calibration_table import load  # the record, gzipped or not
 REASON_CHARS = 160
 
 
+REPRODUCED = {"pass": "reproduced", "no_kernel": "reproduced_no_kernel", "contract": "reproduced_contract"}
+
+
 def cls(evaluation, published):
-    timing = evaluation.get("timing")
-    if evaluation["verdict"] != "pass" or not timing or published is None:
-        return "not_reproduced"
-    return "reproduced" if published <= timing["speedup_ci_high"] else "inflated"
+    verdict, timing = evaluation["verdict"], evaluation.get("timing")
+    if verdict in ("incorrect", "cheat") or (verdict == "contract" and evaluation.get("kernelbench_correct") is False):
+        return "wrong"
+    if verdict not in REPRODUCED or not timing or timing.get("invalid"):
+        return "not_judged"
+    if published is None:
+        return "no_published_speedup"
+    return REPRODUCED[verdict] if published <= timing["speedup_ci_high"] else "slower"
 
 
 def cause(evaluation):
@@ -52,8 +61,8 @@ def main():
     classes = collections.Counter(c for _, _, c in rows)
     print("verdicts: " + ", ".join(f"{v} {n}" for v, n in verdicts.most_common()) + "\n")
     print("against published: " + ", ".join(f"{c} {n}" for c, n in classes.most_common()) + "\n")
-    print("main causes of what was not reproduced:\n")
-    for text, n in collections.Counter(cause(e) for e, _, c in rows if c == "not_reproduced").most_common(15):
+    print("main causes of what was wrong or not judged:\n")
+    for text, n in collections.Counter(cause(e) for e, _, c in rows if c in ("wrong", "not_judged")).most_common(15):
         print(f"- {n} {clip(text)}")
     print("\n| task | verdict | kbench speedup [95% CI] | published | class | reason |")
     print("| --- | --- | --- | --- | --- | --- |")

@@ -272,6 +272,10 @@ pub struct PublishedRow {
     pub speedup_vs_compile_column: String,
     /// Any other published speedups, `column=value` separated by `;`.
     pub other_speedups: String,
+    /// The system that published it: the import's format (`cuda-l1`, `sakana`, ...); empty in
+    /// files written before it was recorded.
+    #[serde(default)]
+    pub system: String,
 }
 
 /// The published table a run compares with (`published`), kept in the run record so `--resume` keeps it.

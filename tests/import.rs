@@ -135,7 +135,8 @@ fn cuda_l1_rows_become_a_tree_submissions_and_published_csv() {
             "score_default",
             "0.5",
             "score_torch_compile_default",
-            "score_cudnn=1.1"
+            "score_cudnn=1.1",
+            "cuda-l1"
         ]
     );
     assert_eq!(rows[1][2], "");

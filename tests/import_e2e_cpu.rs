@@ -1,8 +1,9 @@
 //! End to end on the CPU: Sakana-format rows written here (a C++ extension exposing `forward`,
 //! called through the functional Model) are imported, evaluated with `--published`, and each
-//! lands in its class: published far above kbench's interval (inflated), far below
-//! (reproduced), a wrong functional form (not_reproduced, with the verdict as cause); --resume
-//! keeps the published table. Needs the project venv (tests/setup-python.sh) or KBENCH_PYTHON.
+//! lands in its class: published far above kbench's interval (slower), far below
+//! (reproduced), a wrong functional form (wrong, with the verdict as cause), all under the
+//! system `sakana`; --resume keeps the published table. Needs the project venv
+//! (tests/setup-python.sh) or KBENCH_PYTHON.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -204,18 +205,15 @@ fn imported_sakana_rows_are_evaluated_and_compared_with_what_was_published() {
         })
         .collect();
     let want = [
-        ("level1/19_ReLU/relu_cpu.py", "pass", "inflated"),
+        ("level1/19_ReLU/relu_cpu.py", "pass", "slower"),
         ("level1/19_ReLU/relu_cpu_2.py", "pass", "reproduced"),
-        (
-            "level1/19_ReLU/relu_doubled.py",
-            "incorrect",
-            "not_reproduced",
-        ),
+        ("level1/19_ReLU/relu_doubled.py", "incorrect", "wrong"),
     ]
     .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()));
     assert_eq!(got, want, "{stdout}\n{stderr}");
     assert_eq!(&csv[0][col("published_speedup")], "1000000.0");
     assert_eq!(&csv[0][col("published_correct")], "true");
+    assert_eq!(&csv[0][col("published_system")], "sakana");
 
     let summary = |out: &Path| -> serde_json::Value {
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap()
@@ -226,13 +224,17 @@ fn imported_sakana_rows_are_evaluated_and_compared_with_what_was_published() {
         (Some(4), Some(1))
     );
     assert_eq!(p["compared"], 3, "{p}");
-    assert_eq!(p["classes"]["inflated"], 1);
-    assert_eq!(p["classes"]["reproduced"], 1);
-    assert_eq!(p["classes"]["not_reproduced"], 1);
+    let sakana = &p["systems"]["sakana"];
+    assert_eq!(
+        (&sakana["slower"], &sakana["reproduced"], &sakana["wrong"]),
+        (&json!(1), &json!(1), &json!(1)),
+        "{p}"
+    );
     let cause = p["causes"][0]["cause"].as_str().unwrap();
     assert!(cause.starts_with("incorrect: "), "{cause}");
     assert!(
-        stdout.contains("inflated 1") && stdout.contains("not reproduced, main causes:"),
+        stdout.contains("sakana (3 compared): reproduced 1, slower 1, wrong 1")
+            && stdout.contains("wrong or not judged, main causes:"),
         "{stdout}"
     );
 
@@ -240,7 +242,7 @@ fn imported_sakana_rows_are_evaluated_and_compared_with_what_was_published() {
     let again = eval(&subs, &tasks, &out, &["--resume"]);
     assert_eq!(again.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&again.stderr).contains("0 submission(s) to evaluate"));
-    assert_eq!(summary(&out)["published"]["classes"], p["classes"]);
+    assert_eq!(summary(&out)["published"]["systems"], p["systems"]);
 }
 
 /// `kbench import cuda-l2` on the synthetic tree: its tasks' Models compute the GEMM on the CPU

@@ -75,6 +75,7 @@ fn add(import: &mut Import, id: TaskId, row: &Value, at: &str) -> Result<(), Str
         speedup_vs_compile: number(row, COMPILE),
         speedup_vs_compile_column: COMPILE.into(),
         other_speedups: others.join(";"),
+        system: "cuda-l1".into(),
     });
     Ok(())
 }

@@ -255,6 +255,7 @@ pub fn read(src: &Path, gpu: &str, selection: &Selection) -> Result<Import> {
             speedup_vs_compile: None,
             speedup_vs_compile_column: String::new(),
             other_speedups: cells.map(|c| others(c, "")).unwrap_or_default(),
+            system: "cuda-l2".into(),
         };
         import.rows.push(row(
             matmul(offline_cells),

@@ -184,6 +184,7 @@ fn row(id: TaskId, submission: String, result: Option<&Value>) -> PublishedRow {
         speedup_vs_compile: None,
         speedup_vs_compile_column: String::new(),
         other_speedups: String::new(),
+        system: "kernelbench-run".into(),
     }
 }
 

@@ -69,6 +69,7 @@ fn add(import: &mut Import, row: &Value, at: &str) -> Result<(), String> {
         speedup_vs_compile: number(row, COMPILE),
         speedup_vs_compile_column: COMPILE.into(),
         other_speedups: String::new(),
+        system: "sakana".into(),
     });
     Ok(())
 }

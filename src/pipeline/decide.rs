@@ -1,11 +1,14 @@
 //! The mapping to the final `Evaluation`'s verdict and reason: a build that failed is its cause;
-//! otherwise the cause an evaluation ended with, decided by `verdict::Cause::decide` (the only
-//! map to a verdict). Runs no worker and reads no file.
+//! otherwise the cause an evaluation ended with (a breach of the module contract before timing
+//! outranks what timing met: `after_breach`), decided by `verdict::Cause::decide` (the only map
+//! to a verdict). Runs no worker and reads no file.
 
 use crate::record::{Build, BuildStatus, Check, Evaluation, Outcome, Phases};
 use crate::submission::Submission;
 use crate::task::Task;
 use crate::verdict::{Cause, Verdict};
+
+use super::evidence::Judged;
 
 /// The longest reason a report shows; the whole message stays in the worker's log.
 const REASON_CHARS: usize = 400;
@@ -52,6 +55,26 @@ pub(super) fn conclude(eval: &mut Evaluation, cause: &Cause) {
     let (verdict, reason) = cause.decide();
     eval.verdict = verdict;
     eval.reason = one_line(&reason);
+}
+
+/// What decides an evaluation that breached the module contract with its values right (`why`,
+/// `Cause::Contract`'s reason) and was timed and profiled after (`judged`): the breach, whatever
+/// the timing or the profiled call met, which its reason then names. The host-speed error the
+/// profiled call allows still applies to the timing.
+pub(super) fn after_breach(why: String, judged: Result<Judged, Cause>) -> Judged {
+    match judged {
+        Ok(judged) => Judged {
+            cause: Cause::Contract(why),
+            ..judged
+        },
+        Err(cause) => {
+            let (verdict, reason) = cause.decide();
+            Judged {
+                cause: Cause::Contract(format!("{why}; after the breach: {verdict}: {reason}")),
+                host_error: None,
+            }
+        }
+    }
 }
 
 /// `harness.alone`: the evaluation ran out of GPU memory beside another lane and was run again

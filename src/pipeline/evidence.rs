@@ -13,7 +13,7 @@ use crate::reference_ops::{self, Profiles};
 use crate::submission::Submission;
 use crate::task::Task;
 use crate::timing::{self, Failed};
-use crate::verdict::KernelEvidence;
+use crate::verdict::{Cause, KernelEvidence};
 use crate::worker::request::{Profile, State};
 use crate::worker::Link;
 
@@ -24,10 +24,12 @@ use super::{derive_seed, Python, Spawner, PROFILE_STREAM, STATE_STREAM};
 /// `--library-policy` applies a limit.
 const MAX_LIBRARY_SHARE: f64 = 0.5;
 
-/// What the profiled call shows: the kernels' evidence, and where the forward synchronizes with
-/// the host, the narrower host-speed error its timing's label allows (`annotate` applies it).
+/// What the profiled call shows: the cause that decides the verdict (the kernels' evidence,
+/// unless a breach of the module contract found before timing decides it: `verify_and_time`),
+/// and where the forward synchronizes with the host, the narrower host-speed error its timing's
+/// label allows (`annotate` applies it).
 pub(super) struct Judged {
-    pub evidence: KernelEvidence,
+    pub cause: Cause,
     pub host_error: Option<f64>,
 }
 
@@ -100,7 +102,7 @@ impl<S: Spawner> Python<'_, S> {
             candidate: figures.launches,
         });
         Ok(Judged {
-            evidence,
+            cause: Cause::Kernels(Box::new(evidence)),
             host_error,
         })
     }

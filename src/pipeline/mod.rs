@@ -2,10 +2,11 @@
 //! The compile pool builds each submission first (`build`). Then, per evaluation: a pair of
 //! fresh workers loads the task (the reference worker, trusted) and the submission (the candidate
 //! worker, untrusted) (`load`); correctness trials and checks (`verify`); timing
-//! (`timing::Session`); one profiled call that shows whether a kernel of the submission's own ran
-//! (`evidence`); the verdict (`decide`); and, last, what the run adds from outside the workers
-//! (`annotate`), so the `Evaluation` is final when the backend returns it. Files and outputs
-//! travel between the workers through `stage`.
+//! (`timing::Session`: a breach of the module contract with the values right does not stop the
+//! clock, so `contract` evaluations are timed too); one profiled call that shows whether a
+//! kernel of the submission's own ran (`evidence`); the verdict (`decide`); and, last, what the
+//! run adds from outside the workers (`annotate`), so the `Evaluation` is final when the backend
+//! returns it. Files and outputs travel between the workers through `stage`.
 //!
 //! Everything that can go wrong in submission code ends as a `Cause`, which `verdict.rs` decides
 //! into a `Verdict`, never as an `Err`. This file holds the sequence and nothing of a stage's
@@ -315,7 +316,7 @@ impl<S: Spawner> Python<'_, S> {
         let attempt = |alone| {
             let mut eval = self.fresh(task, sub, build);
             let (cause, host_error) = match self.run_workers(task, sub, slot, alone, &mut eval) {
-                Ok(judged) => (Cause::Kernels(Box::new(judged.evidence)), judged.host_error),
+                Ok(judged) => (judged.cause, judged.host_error),
                 Err(cause) => (cause, None),
             };
             Ended {
@@ -337,10 +338,10 @@ impl<S: Spawner> Python<'_, S> {
 
     /// One evaluation by a pair of workers: load, verify, time with the GPU alone, then the
     /// profiled call's evidence; fills `eval` (phases, logs, trials, checks, timing) and returns
-    /// the kernels' evidence, or the cause that ends it. The candidate worker ends with it; the
-    /// reference worker is kept for the task's next candidate if it stayed clean (`reuse`). A
-    /// kept reference that fails to load the task again is not the candidate's fault: it is
-    /// retired and the evaluation starts over on a fresh pair.
+    /// what decides the verdict (`Judged`), or the cause that ends it. The candidate worker ends
+    /// with it; the reference worker is kept for the task's next candidate if it stayed clean
+    /// (`reuse`). A kept reference that fails to load the task again is not the candidate's
+    /// fault: it is retired and the evaluation starts over on a fresh pair.
     fn run_workers(
         &self,
         task: &Task,
@@ -422,7 +423,8 @@ impl<S: Spawner> Python<'_, S> {
         }
     }
 
-    /// After the load: verify, time with the GPU alone, then the profiled call's evidence.
+    /// After the load: verify, time with the GPU alone, then the profiled call's evidence; a
+    /// breach of the module contract found in verifying decides the verdict after them.
     #[allow(clippy::too_many_arguments)]
     fn verify_and_time(
         &self,
@@ -460,26 +462,38 @@ impl<S: Spawner> Python<'_, S> {
             .saturating_sub(hold.waited - waited)
             .as_secs_f64();
         eval.phases.gpu_wait_s = hold.waited.as_secs_f64();
-        verified?;
+        // A breach of the module contract with the values right stops no clock: KernelBench's
+        // contract allows it, so the evaluation is timed and profiled as a correct one is, and
+        // the breach decides the verdict after.
+        let breach = match verified {
+            Ok(()) => None,
+            Err(Cause::Contract(why)) => Some(why),
+            Err(cause) => return Err(cause),
+        };
 
         hold.alone();
         eval.phases.gpu_wait_s = hold.waited.as_secs_f64();
         let started = Instant::now();
         let timed = self.time(slot, &mut handover, eval);
         eval.phases.timing_s = started.elapsed().as_secs_f64();
-        eval.timing = Some(timed?);
-
-        let started = Instant::now();
-        let judged = self.judge_profiled(
-            task,
-            sub,
-            &mut pair.reference,
-            &mut pair.candidate,
-            kernels,
-            eval,
-        );
-        eval.phases.after_timing_s = started.elapsed().as_secs_f64();
-        judged
+        let judged = timed.and_then(|timing| {
+            eval.timing = Some(timing);
+            let started = Instant::now();
+            let judged = self.judge_profiled(
+                task,
+                sub,
+                &mut pair.reference,
+                &mut pair.candidate,
+                kernels,
+                eval,
+            );
+            eval.phases.after_timing_s = started.elapsed().as_secs_f64();
+            judged
+        });
+        match breach {
+            None => judged,
+            Some(why) => Ok(decide::after_breach(why, judged)),
+        }
     }
 
     /// Timing with the GPU alone (`timing::Session`). The arms keep their timed outputs as the

@@ -848,6 +848,13 @@ mod scripted {
             let eval = evaluate(reference, candidate);
             assert_eq!(eval.verdict, verdict, "{}", eval.reason);
             assert!(eval.reason.starts_with(reason), "{}", eval.reason);
+            // A breach stops no clock; wrong values do.
+            assert_eq!(
+                eval.timing.is_some(),
+                verdict == Verdict::Contract,
+                "{}",
+                eval.reason
+            );
             // KernelBench's rule is its own: a breach of kbench's contract leaves it true.
             let kernelbench = !matches!(eval.reason.as_str(), r if r.contains("differs") && r.starts_with("trial"));
             assert_eq!(
@@ -857,6 +864,56 @@ mod scripted {
                 eval.reason
             );
         }
+    }
+
+    /// A breach of the module contract with the values right is timed and profiled as a correct
+    /// evaluation is, every check after timing made once; the breach decides the verdict, and
+    /// what timing met after it is named in the reason.
+    #[test]
+    fn contract_evaluations_carry_timing() {
+        fn inputs_written(request: &Request) -> Answer {
+            match request {
+                Request::Check(c) if c.deep => fake::ok(json!({
+                    "correct": true, "kernelbench_correct": true,
+                    "contract": "inputs.integrity: forward modified its input(s) [0]",
+                })),
+                other => reference(other),
+            }
+        }
+        let eval = evaluate(inputs_written, candidate);
+        assert_eq!(
+            (eval.verdict, eval.reason.as_str()),
+            (
+                Verdict::Contract,
+                "trial 0: inputs.integrity: forward modified its input(s) [0]"
+            )
+        );
+        let timing = eval.timing.as_ref().expect("timed");
+        assert!(timing.speedup > 1.5, "{timing:?}");
+        assert_eq!(eval.kernelbench_correct, Some(true));
+        // The same checks, each as often, as a passing evaluation's: none skipped or repeated.
+        let runs = |e: &Evaluation| -> Vec<(String, u32)> {
+            let mut runs: Vec<_> = e.checks.iter().map(|c| (c.name.clone(), c.runs)).collect();
+            runs.sort();
+            runs
+        };
+        assert_eq!(runs(&eval), runs(&evaluate(reference, candidate)));
+        assert_annotated(&eval);
+
+        fn untimeable(request: &Request) -> Answer {
+            match request {
+                Request::TimeSetup(_) => fake::err(error(ErrorKind::Forward, "forward: boom")),
+                other => candidate(other),
+            }
+        }
+        let eval = evaluate(inputs_written, untimeable);
+        assert_eq!(eval.verdict, Verdict::Contract);
+        assert_eq!(
+            eval.reason,
+            "trial 0: inputs.integrity: forward modified its input(s) [0]; after the breach: \
+             runtime_error: forward: boom"
+        );
+        assert!(eval.timing.is_none());
     }
 
     #[test]

@@ -38,7 +38,8 @@ struct Row<'a> {
     /// Degenerate-task flags, separated by ';'.
     task_flags: String,
     reason: &'a str,
-    /// `--published`: the published speedups and correctness, and how they fared here.
+    /// `--published`: the published speedups and correctness, and what became of the claim
+    /// here (`published::Class`; its system and evidence are the last columns).
     published_speedup: Option<f64>,
     published_speedup_vs_compile: Option<f64>,
     published_correct: Option<bool>,
@@ -56,10 +57,13 @@ struct Row<'a> {
     kernelbench_tolerance: Option<f64>,
     /// The least tolerance at which KernelBench's rule passes (`Evaluation::kernelbench_needed`).
     kernelbench_needed: Option<f64>,
+    /// `--published`: the system that published the claim, and the evidence of its class.
+    published_system: Option<String>,
+    published_evidence: Option<String>,
 }
 
 /// `Row`'s fields in order: the header of a run with no rows (serde writes it with a first row).
-const COLUMNS: [&str; 42] = [
+const COLUMNS: [&str; 44] = [
     "level",
     "problem_id",
     "task",
@@ -102,6 +106,8 @@ const COLUMNS: [&str; 42] = [
     "kernelbench_correct",
     "kernelbench_tolerance",
     "kernelbench_needed",
+    "published_system",
+    "published_evidence",
 ];
 
 pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
@@ -116,6 +122,7 @@ pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
         let timing = e.timing.as_ref();
         let compile = timing.and_then(|t| t.compile.as_ref());
         let published = record.published.as_ref().and_then(|p| p.row(e));
+        let compared = published.map(|p| crate::published::compare(e, p));
         w.serialize(Row {
             level: e.task.level,
             problem_id: e.task.number,
@@ -152,7 +159,7 @@ pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
             published_speedup: published.and_then(|p| p.speedup),
             published_speedup_vs_compile: published.and_then(|p| p.speedup_vs_compile),
             published_correct: published.and_then(|p| p.correct),
-            published_class: published.map(|p| crate::published::compare(e, p).class.as_str()),
+            published_class: compared.as_ref().map(|c| c.class.as_str()),
             run_id: &record.run_id,
             kbench_version: &record.kbench_version,
             config_hash: &config_hash,
@@ -163,6 +170,8 @@ pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
             kernelbench_correct: e.kernelbench_correct,
             kernelbench_tolerance: record.config.kernelbench_tolerance,
             kernelbench_needed: e.kernelbench_needed,
+            published_system: compared.as_ref().map(|c| c.system.clone()),
+            published_evidence: compared.map(|c| c.evidence),
         })
         .map_err(fail)?;
     }

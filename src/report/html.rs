@@ -10,6 +10,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::error::{Error, Result};
+use crate::published::{Class, PublishedSummary};
 use crate::record::{Evaluation, RunRecord};
 use crate::report::summary::{self, RunSummary, Summary, WallTime};
 use crate::stats::{self, Decision, Speedup};
@@ -149,6 +150,10 @@ fn section(page: &mut String, index: usize, run: &Run<'_>) -> Result<()> {
     rows(page, "environment", &environment(r));
     page.push_str("<h3>Summary</h3>");
     summary_table(page, run.summary);
+    if let Some(published) = &run.summary.published {
+        page.push_str("<h3>Published claims</h3>");
+        published_tables(page, index, published);
+    }
     page.push_str("<h3>Plots</h3>");
     plots(page, index, run)?;
     page.push_str("<h3>Evaluations</h3>");
@@ -317,6 +322,60 @@ fn summary_row(page: &mut String, l: &Summary) {
         let _ = write!(page, "<td class=\"num\">{cell}</td>");
     }
     page.push_str("</tr>");
+}
+
+/// `--published`: per system that published the claims, the comparisons per class; then each
+/// comparison with its class and evidence.
+fn published_tables(page: &mut String, index: usize, p: &PublishedSummary) {
+    let _ = write!(
+        page,
+        "<p><code>{}</code>: {} row(s), {} without code, {} with code not evaluated in this run; \
+         {} compared.</p><table class=\"published-systems\"><thead><tr><th>system</th>\
+         <th>compared</th>",
+        escape(&p.file),
+        p.rows,
+        p.without_code,
+        p.not_evaluated,
+        p.compared
+    );
+    for class in Class::ALL {
+        let _ = write!(page, "<th>{}</th>", class.as_str());
+    }
+    page.push_str("</tr></thead><tbody>");
+    for (system, classes) in &p.systems {
+        let _ = write!(
+            page,
+            "<tr><td>{}</td><td class=\"num\">{}</td>",
+            escape(system),
+            classes.values().sum::<usize>()
+        );
+        for class in Class::ALL {
+            let n = classes.get(class.as_str()).copied().unwrap_or_default();
+            let _ = write!(page, "<td class=\"num\">{n}</td>");
+        }
+        page.push_str("</tr>");
+    }
+    let _ = write!(
+        page,
+        "</tbody></table><table class=\"sortable published\" id=\"published-{index}\"><thead>\
+         <tr><th>task</th><th>submission</th><th>system</th><th>verdict</th><th>class</th>\
+         <th>evidence</th></tr></thead><tbody>"
+    );
+    for c in &p.comparisons {
+        page.push_str("<tr class=\"comparison\">");
+        for v in [
+            c.task.as_str(),
+            &c.file,
+            &c.system,
+            c.verdict.as_str(),
+            c.class.as_str(),
+            &c.evidence,
+        ] {
+            let _ = write!(page, "<td data-v=\"{v}\">{v}</td>", v = escape(v));
+        }
+        page.push_str("</tr>");
+    }
+    page.push_str("</tbody></table>");
 }
 
 /// A link to a log the record names (relative to the run folder); anything else is shown as
@@ -821,6 +880,37 @@ mod tests {
         assert_eq!(svg.matches("r=\"3\"").count(), timed);
         assert!(page.contains("kbench eval submissions/"));
         assert!(page.contains(&record.config.hash()));
+    }
+
+    /// With `--published`, the claims per system, then each comparison with its class and
+    /// evidence; the system's name is the import's, and escaped like any record string.
+    #[test]
+    fn published_claims_are_tabled_per_system() {
+        let mut record = crate::published::tests::compared_record();
+        record.published.as_mut().unwrap().rows[0].system = "<b>sys</b>".into();
+        let page = page_of(&record);
+        let els = elements(&page);
+        assert!(!els.iter().any(|e| e.0 == "b"));
+        let heads = |class: &str| {
+            let start = page.find(&format!("<table class=\"{class}\"")).unwrap();
+            let table = &page[start..start + page[start..].find("</table>").unwrap()];
+            table.matches("<th>").count()
+        };
+        assert_eq!(heads("published-systems"), 2 + Class::ALL.len());
+        assert_eq!(heads("sortable published"), 6);
+        let compared = els
+            .iter()
+            .filter(|e| e.0 == "tr" && attr(e, "class") == Some("comparison"))
+            .count();
+        assert_eq!(compared, 4);
+        for text in [
+            "<td>&lt;b&gt;sys&lt;/b&gt;</td><td class=\"num\">1</td>",
+            "<td>cuda-l1</td><td class=\"num\">2</td>",
+            "<td>unnamed</td><td class=\"num\">1</td>",
+            "kbench 2.000x [1.900, 2.100] below published 10.000x",
+        ] {
+            assert!(page.contains(text), "{text}");
+        }
     }
 
     #[test]
