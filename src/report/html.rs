@@ -49,13 +49,27 @@ const LABELS: [Decision; 4] = [
     Decision::Slower,
 ];
 
-const STYLE: &str = "body{font-family:sans-serif;margin:1.5em;color:#222}\
-table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 6px;\
-text-align:left;vertical-align:top}th{background:#eee}table.sortable th{cursor:pointer}\
-td.num{text-align:right;font-variant-numeric:tabular-nums}figure{display:inline-block;\
-margin:0 1em 1em 0}figcaption{font-size:90%;color:#555;max-width:640px}\
-.pass,.no_kernel{color:#1a7f37}.incorrect,.contract,.environment,.cheat,.crashed,.runtime_error,\
-.compile_error,.timeout{color:#c62828}code{white-space:pre-wrap}";
+/// Read at 1280 px: the run's facts side by side, the plots two to a row (each scales to its
+/// cell), long reasons and paths wrapped inside their cells. Verdict and label colours key on
+/// prefixed classes (`v-environment`, `l-faster`), so no other element can pick one up by name.
+const STYLE: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;\
+max-width:1240px;margin:0 auto;padding:1em 1.5em;color:#222;line-height:1.4}\
+h1{font-size:1.6em;margin:.3em 0}h2{font-size:1.3em;margin:1.5em 0 .5em;padding-bottom:.2em;\
+border-bottom:1px solid #ddd}h3{font-size:1.05em;margin:1.2em 0 .4em}\
+table{border-collapse:collapse;margin:.3em 0 1em;font-size:90%}td,th{border:1px solid #ddd;\
+padding:3px 6px;text-align:left;vertical-align:top}th{background:#f4f4f4;font-weight:600}\
+table.sortable th{cursor:pointer;position:sticky;top:0}table.evaluations{width:100%}\
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
+table.evaluations{font-size:85%}td.task{min-width:8em}td.file{min-width:10em}\
+td.reason{min-width:12em}td.task,td.file,td.reason,code{overflow-wrap:anywhere}\
+td.verdict,td.label,td.ci{white-space:nowrap}\
+td.logs a{display:block}code{white-space:pre-wrap}.wide{overflow-x:auto}\
+.facts{display:grid;grid-template-columns:repeat(auto-fit,minmax(480px,1fr));gap:0 2em}\
+.plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:1em}\
+figure{margin:0}figure svg{width:100%;height:auto;border:1px solid #eee}\
+figcaption{font-size:85%;color:#555}\
+.v-pass,.v-no_kernel,.l-faster{color:#1a7f37}.v-incorrect,.v-contract,.v-environment,.v-cheat,\
+.v-crashed,.v-runtime_error,.v-compile_error,.v-timeout,.l-slower{color:#c62828}";
 
 /// Click a column head to sort by it (again to reverse); numbers sort as numbers, empty last.
 /// Written without '<' and '&' so the page stays well-formed XML.
@@ -94,7 +108,8 @@ pub fn escape(text: &str) -> String {
     out
 }
 
-/// The page for `runs`.
+/// The page for `runs`. The run id is a heading once: in its run's section, under the page's
+/// own "kbench report".
 pub fn render(runs: &[Run<'_>]) -> Result<String> {
     let mut page = String::new();
     let title = match runs {
@@ -104,9 +119,9 @@ pub fn render(runs: &[Run<'_>]) -> Result<String> {
     let _ = write!(
         page,
         "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\"><head>\
-         <meta charset=\"utf-8\"/><title>{t}</title><style>{STYLE}</style></head><body>\
-         <h1>{t}</h1>\n",
-        t = escape(&title)
+         <meta charset=\"utf-8\"/><title>{}</title><style>{STYLE}</style></head><body>\
+         <h1>kbench report</h1>\n",
+        escape(&title)
     );
     for (i, run) in runs.iter().enumerate() {
         section(&mut page, i, run)?;
@@ -131,6 +146,7 @@ fn section(page: &mut String, index: usize, run: &Run<'_>) -> Result<()> {
         .config
         .seed
         .map_or("secret".to_string(), |s| s.to_string());
+    page.push_str("<div class=\"facts\"><div><h3>Run</h3>");
     rows(
         page,
         "meta",
@@ -146,18 +162,21 @@ fn section(page: &mut String, index: usize, run: &Run<'_>) -> Result<()> {
             ("tasks", r.config.tasks.clone()),
         ],
     );
-    page.push_str("<h3>Environment</h3>");
-    rows(page, "environment", &environment(r));
-    page.push_str("<h3>Summary</h3>");
+    page.push_str("</div><div><h3>Environment</h3>");
+    rows(page, "env", &environment(r));
+    page.push_str("</div></div><h3>Summary</h3><div class=\"wide\">");
     summary_table(page, run.summary);
+    page.push_str("</div>");
     if let Some(published) = &run.summary.published {
-        page.push_str("<h3>Published claims</h3>");
+        page.push_str("<h3>Published claims</h3><div class=\"wide\">");
         published_tables(page, index, published);
+        page.push_str("</div>");
     }
-    page.push_str("<h3>Plots</h3>");
+    page.push_str("<h3>Plots</h3><div class=\"plots\">");
     plots(page, index, run)?;
-    page.push_str("<h3>Evaluations</h3>");
+    page.push_str("</div><h3>Evaluations</h3><div class=\"wide\">");
     evaluation_table(page, index, run);
+    page.push_str("</div>");
     if !r.unmatched.is_empty() {
         page.push_str("<h3>Files matching no task</h3><ul>");
         for u in &r.unmatched {
@@ -379,8 +398,10 @@ fn published_tables(page: &mut String, index: usize, p: &PublishedSummary) {
 }
 
 /// A link to a log the record names (relative to the run folder); anything else is shown as
-/// text, so a record cannot point a link at another scheme or outside its folder.
-fn log_link(base: &str, path: &str) -> String {
+/// text, so a record cannot point a link at another scheme or outside its folder. The link
+/// reads as the log's role (`build`, `candidate`, ...) where its name holds the submission's
+/// hash (`logs/<file>-<hash>.<role>.log`), the full name in its tooltip.
+fn log_link(base: &str, path: &str, sha256: &str) -> String {
     let safe = !path.is_empty()
         && !path.starts_with('/')
         && !path.contains(':')
@@ -402,7 +423,16 @@ fn log_link(base: &str, path: &str) -> String {
         }
     }
     let name = path.rsplit('/').next().unwrap_or(path);
-    format!("<a href=\"{}\">{}</a>", escape(&href), escape(name))
+    let tag = format!("-{}.", sha256.get(..8).unwrap_or(sha256));
+    let role = name
+        .split_once(&tag)
+        .map_or(name, |(_, role)| role.trim_end_matches(".log"));
+    format!(
+        "<a href=\"{}\" title=\"{}\">{}</a>",
+        escape(&href),
+        escape(name),
+        escape(role)
+    )
 }
 
 fn evaluation_table(page: &mut String, index: usize, run: &Run<'_>) {
@@ -432,17 +462,20 @@ fn evaluation_table(page: &mut String, index: usize, run: &Run<'_>) {
         let label = t.map_or("", |t| t.label.as_str());
         let mut logs: Vec<String> = e.build.iter().map(|b| b.log.clone()).collect();
         logs.extend(e.logs.iter().cloned());
-        let links: Vec<String> = logs.iter().map(|l| log_link(&run.base, l)).collect();
+        let links: Vec<String> = logs
+            .iter()
+            .map(|l| log_link(&run.base, l, &e.sha256))
+            .collect();
         let _ = write!(
             page,
-            "<tr class=\"evaluation\">{}{}{}{}{}{}{}{}{}{}{}<td data-v=\"\">{}</td></tr>",
+            "<tr class=\"evaluation\">{}{}{}{}{}{}{}{}{}{}{}<td class=\"logs\" data-v=\"\">{}</td></tr>",
             text(&e.label(), "task"),
             text(&e.file, "file"),
-            text(e.verdict.as_str(), e.verdict.as_str()),
+            text(e.verdict.as_str(), &format!("verdict v-{}", e.verdict.as_str())),
             text(&e.reason, "reason"),
             num(t.map(|t| t.speedup), 3),
             text(&ci, "ci"),
-            text(label, label),
+            text(label, &label_class(label)),
             num(t.and_then(|t| t.percent_sol), 1),
             num(t.map(|t| t.reference.median_ms), 4),
             num(t.map(|t| t.candidate.median_ms), 4),
@@ -451,6 +484,15 @@ fn evaluation_table(page: &mut String, index: usize, run: &Run<'_>) {
         );
     }
     page.push_str("</tbody></table>");
+}
+
+/// A label cell's classes: `label l-faster` and so on.
+fn label_class(label: &str) -> String {
+    if label.is_empty() {
+        "label".into()
+    } else {
+        format!("label l-{label}")
+    }
 }
 
 type Drawn = std::result::Result<(), Box<dyn std::error::Error>>;
@@ -527,20 +569,24 @@ fn speedup_plot(area: &DrawingArea<SVGBackend<'_>, Shift>, timed: &[&Evaluation]
         .collect();
     points.sort_by(|a, b| a.0.total_cmp(&b.0));
     let (lo, hi) = log_range(points.iter().flat_map(|p| [p.1, p.2]));
-    let n = points.len().max(1) as f64;
+    // Ranks 1..=n; at most one tick per rank, so every tick is a whole rank.
+    let ranks = points.len().max(1);
+    let n = ranks as f64;
     let mut chart = ChartBuilder::on(area)
         .caption("Speedup per evaluation", ("sans-serif", 18))
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(55)
-        .build_cartesian_2d(-0.5..n - 0.5, (lo..hi).log_scale())?;
+        .build_cartesian_2d(0.5..n + 0.5, (lo..hi).log_scale())?;
     chart
         .configure_mesh()
-        .x_desc("evaluations, sorted by speedup")
+        .x_labels(ranks.min(10))
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .x_desc("evaluations, ranked by speedup")
         .y_desc("speedup (log)")
         .draw()?;
     chart.draw_series(LineSeries::new(
-        [(-0.5, 1.0), (n - 0.5, 1.0)],
+        [(0.5, 1.0), (n + 0.5, 1.0)],
         BLACK.mix(0.5),
     ))?;
     for label in LABELS {
@@ -549,7 +595,7 @@ fn speedup_plot(area: &DrawingArea<SVGBackend<'_>, Shift>, timed: &[&Evaluation]
             .iter()
             .enumerate()
             .filter(|(_, p)| p.3 == label)
-            .map(|(i, p)| (i as f64, p))
+            .map(|(i, p)| ((i + 1) as f64, p))
             .collect();
         chart.draw_series(
             these
@@ -650,43 +696,43 @@ fn verdict_plot(area: &DrawingArea<SVGBackend<'_>, Shift>, evals: &[Evaluation])
         .max()
         .unwrap_or(0)
         .max(1);
+    // Level i's bar stands at x = i + 1 on a plain axis with one tick per level (plotters'
+    // segmented axis draws a one-level chart with bars of negative width).
     let n = levels.len().max(1);
+    let half = (0.15 * n as f64).min(0.3);
     let names: Vec<String> = levels.iter().map(|l| format!("level {l}")).collect();
     let mut chart = ChartBuilder::on(area)
         .caption("Verdicts per level", ("sans-serif", 18))
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(55)
-        .build_cartesian_2d((0..n - 1).into_segmented(), 0..most + most / 10 + 1)?;
+        .build_cartesian_2d(0.5..n as f64 + 0.5, 0..most + most / 10 + 1)?;
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_label_formatter(&|v| match v {
-            SegmentValue::CenterOf(i) => names.get(*i).cloned().unwrap_or_default(),
-            _ => String::new(),
+        .x_labels(n)
+        .x_label_formatter(&|v| {
+            let i = v.round() as usize;
+            names.get(i.wrapping_sub(1)).cloned().unwrap_or_default()
         })
         .y_desc("evaluations")
         .draw()?;
     let mut base = vec![0usize; levels.len()];
     for v in VERDICTS {
         let colour = verdict_colour(v);
-        let bars: Vec<Rectangle<(SegmentValue<usize>, usize)>> = levels
+        let bars: Vec<Rectangle<(f64, usize)>> = levels
             .iter()
             .enumerate()
             .filter_map(|(i, &l)| {
                 let c = count(l, v);
                 let bottom = base[i];
                 base[i] += c;
+                let x = (i + 1) as f64;
                 (c > 0).then(|| {
-                    let mut bar = Rectangle::new(
-                        [
-                            (SegmentValue::Exact(i), bottom),
-                            (SegmentValue::Exact(i + 1), bottom + c),
-                        ],
+                    Rectangle::new(
+                        [(x - half, bottom), (x + half, bottom + c)],
                         colour.filled(),
-                    );
-                    bar.set_margin(0, 0, 20, 20);
-                    bar
+                    )
                 })
             })
             .collect();
@@ -798,33 +844,65 @@ fn phase_plot(area: &DrawingArea<SVGBackend<'_>, Shift>, w: &WallTime) -> Drawn 
 mod tests {
     use super::*;
     use crate::report::tests::sample_record;
-    use quick_xml::events::Event;
+    use quick_xml::events::{BytesStart, Event};
+
+    type Element = (String, Vec<(String, String)>);
+
+    fn element(e: &BytesStart<'_>) -> Element {
+        let name = String::from_utf8(e.name().as_ref().to_vec()).unwrap();
+        let attrs = e
+            .attributes()
+            .map(|a| {
+                let a = a.unwrap();
+                (
+                    String::from_utf8(a.key.as_ref().to_vec()).unwrap(),
+                    a.unescape_value().unwrap().into_owned(),
+                )
+            })
+            .collect();
+        (name, attrs)
+    }
 
     /// Parse the page strictly; return the start tags with their attributes, in order.
-    fn elements(page: &str) -> Vec<(String, Vec<(String, String)>)> {
+    fn elements(page: &str) -> Vec<Element> {
         let mut reader = quick_xml::Reader::from_str(page);
         let mut out = Vec::new();
         loop {
             match reader.read_event().expect("the page is well-formed XML") {
-                Event::Start(e) | Event::Empty(e) => {
-                    let name = String::from_utf8(e.name().as_ref().to_vec()).unwrap();
-                    let attrs = e
-                        .attributes()
-                        .map(|a| {
-                            let a = a.unwrap();
-                            (
-                                String::from_utf8(a.key.as_ref().to_vec()).unwrap(),
-                                a.unescape_value().unwrap().into_owned(),
-                            )
-                        })
-                        .collect();
-                    out.push((name, attrs));
+                Event::Start(e) | Event::Empty(e) => out.push(element(&e)),
+                Event::Eof => break,
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// Every element named `tag` in `xml` with its text, trimmed.
+    fn texts(xml: &str, tag: &str) -> Vec<(Element, String)> {
+        let mut reader = quick_xml::Reader::from_str(xml);
+        let mut out = Vec::new();
+        let mut open = None;
+        loop {
+            match reader.read_event().expect("well-formed XML") {
+                Event::Start(e) if e.name().as_ref() == tag.as_bytes() => open = Some(element(&e)),
+                Event::Text(t) => {
+                    if let Some(e) = open.take() {
+                        out.push((e, t.decode().unwrap().trim().to_string()));
+                    }
                 }
                 Event::Eof => break,
                 _ => {}
             }
         }
         out
+    }
+
+    /// The SVG of plot `id` in the first run's section.
+    fn svg_of<'a>(page: &'a str, id: &str) -> &'a str {
+        let figure = page.find(&format!("id=\"plot-{id}-0\"")).unwrap();
+        let start = figure + page[figure..].find("<svg").unwrap();
+        let end = start + page[start..].find("</svg>").unwrap() + "</svg>".len();
+        &page[start..end]
     }
 
     fn attr<'a>(e: &'a (String, Vec<(String, String)>), key: &str) -> Option<&'a str> {
@@ -911,6 +989,94 @@ mod tests {
         ] {
             assert!(page.contains(text), "{text}");
         }
+    }
+
+    /// A one-level run with two timed evaluations: every plot draws, with no rectangle of
+    /// negative size, a bar per verdict present and whole-number ticks where it counts.
+    #[test]
+    fn plots_of_a_small_one_level_run_are_sound() {
+        let mut record = sample_record();
+        record
+            .evaluations
+            .retain(|e| e.task.level == 1 && !e.file.ends_with("tiled.py"));
+        let timed = record.evaluations.iter().filter(|e| e.timing.is_some());
+        assert_eq!(timed.count(), 2);
+        let page = page_of(&record);
+        let number = |t: &(Element, String)| t.1.parse::<f64>().ok().map(|_| t.1.clone());
+        for id in PLOTS {
+            for rect in elements(svg_of(&page, id)).iter().filter(|e| e.0 == "rect") {
+                for side in ["width", "height"] {
+                    let v: f64 = attr(rect, side).unwrap().parse().unwrap();
+                    assert!(v >= 0.0, "plot {id}: a rect of {side} {v}");
+                }
+            }
+        }
+        let verdicts = svg_of(&page, "verdicts");
+        for v in record.evaluations.iter().map(|e| e.verdict) {
+            let c = verdict_colour(v);
+            let fill = format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2);
+            let bar = elements(verdicts).into_iter().any(|e| {
+                e.0 == "rect"
+                    && attr(&e, "fill") == Some(&fill)
+                    && attr(&e, "width").unwrap().parse::<f64>().unwrap() > 20.0
+            });
+            assert!(bar, "no bar for {}", v.as_str());
+        }
+        let labels = texts(verdicts, "text");
+        assert!(labels.iter().any(|t| t.1 == "level 1"));
+        let counts: Vec<String> = labels.iter().filter_map(number).collect();
+        assert!(!counts.is_empty());
+        assert!(
+            counts.iter().all(|c| c.parse::<u64>().is_ok()),
+            "{counts:?}"
+        );
+        // the rank axis: text centred under the plot; the log axis's labels are right-aligned
+        let ranks: Vec<String> = texts(svg_of(&page, "speedup"), "text")
+            .iter()
+            .filter(|t| attr(&t.0, "text-anchor") == Some("middle"))
+            .filter_map(number)
+            .collect();
+        assert_eq!(ranks, ["1", "2"]);
+    }
+
+    #[test]
+    fn each_title_once_and_verdict_colours_only_on_verdict_cells() {
+        let record = sample_record();
+        let page = page_of(&record);
+        let headings: Vec<String> = ["h1", "h2", "h3"]
+            .iter()
+            .flat_map(|h| texts(&page, h))
+            .map(|t| t.1)
+            .collect();
+        let mut unique = headings.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), headings.len(), "{headings:?}");
+        let with_id = headings.iter().filter(|h| h.contains(&record.run_id));
+        assert_eq!(with_id.count(), 1, "{headings:?}");
+        for v in VERDICTS {
+            assert!(
+                !STYLE.contains(&format!(".{}", v.as_str())),
+                "{}",
+                v.as_str()
+            );
+        }
+        for e in elements(&page) {
+            for class in attr(&e, "class").unwrap_or_default().split_whitespace() {
+                assert!(
+                    !VERDICTS.iter().any(|v| v.as_str() == class),
+                    "{} carries the class {class}",
+                    e.0
+                );
+                if class.starts_with("v-") {
+                    assert_eq!(e.0, "td", "{class}");
+                }
+            }
+        }
+        let env = elements(&page)
+            .into_iter()
+            .find(|e| e.0 == "table" && attr(e, "class") == Some("env"));
+        assert!(env.is_some());
     }
 
     #[test]
