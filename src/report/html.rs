@@ -58,9 +58,9 @@ h1{font-size:1.6em;margin:.3em 0}h2{font-size:1.3em;margin:1.5em 0 .5em;padding-
 border-bottom:1px solid #ddd}h3{font-size:1.05em;margin:1.2em 0 .4em}\
 table{border-collapse:collapse;margin:.3em 0 1em;font-size:90%}td,th{border:1px solid #ddd;\
 padding:3px 6px;text-align:left;vertical-align:top}th{background:#f4f4f4;font-weight:600}\
-table.sortable th{cursor:pointer;position:sticky;top:0}table.evaluations{width:100%}\
+table.sortable th{cursor:pointer;position:sticky;top:0}\
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
-table.evaluations{font-size:85%}td.task{min-width:8em}td.file{min-width:10em}\
+table.evaluations{width:100%;font-size:85%}td.task{min-width:8em}td.file{min-width:10em}\
 td.reason{min-width:12em}td.task,td.file,td.reason,code{overflow-wrap:anywhere}\
 td.verdict,td.label,td.ci{white-space:nowrap}\
 td.logs a{display:block}code{white-space:pre-wrap}.wide{overflow-x:auto}\
