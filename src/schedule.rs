@@ -24,7 +24,15 @@ pub enum Event<'a> {
         submission: &'a Submission,
         build: &'a Build,
     },
+    /// A lane began evaluating the submission.
+    Started(&'a Submission),
     Evaluated(Box<Evaluation>),
+}
+
+/// What a lane tells the calling thread: an evaluation began (by index in `work`) or ended.
+enum Lane {
+    Started(usize),
+    Done(Box<Evaluation>),
 }
 
 /// Built pairs waiting for a slot, and whether more may come.
@@ -56,7 +64,7 @@ pub fn run<B: Backend>(
         }),
         Condvar::new(),
     );
-    let (done_tx, done_rx) = mpsc::channel::<Box<Evaluation>>();
+    let (done_tx, done_rx) = mpsc::channel::<Lane>();
     std::thread::scope(|s| {
         for _ in 0..jobs.max(1).min(work.len().max(1)) {
             let built_tx = built_tx.clone();
@@ -86,8 +94,11 @@ pub fn run<B: Backend>(
                 {
                     let (task, submission) = &work[i];
                     last = Some(&task.path);
+                    if done_tx.send(Lane::Started(i)).is_err() {
+                        break;
+                    }
                     let done = backend.evaluate(task, submission, &build, slot);
-                    if done_tx.send(Box::new(done)).is_err() {
+                    if done_tx.send(Lane::Done(Box::new(done))).is_err() {
                         break;
                     }
                 }
@@ -98,13 +109,13 @@ pub fn run<B: Backend>(
     });
 }
 
-/// On the calling thread: hand builds to the slots and report builds and evaluations as they
-/// come, until both streams end.
+/// On the calling thread: hand builds to the slots and report builds, starts and evaluations
+/// as they come, until both streams end.
 fn relay(
     work: &[(Task, Submission)],
     built_rx: &mpsc::Receiver<(usize, Build)>,
     ready: &(Mutex<Ready>, Condvar),
-    done_rx: &mpsc::Receiver<Box<Evaluation>>,
+    done_rx: &mpsc::Receiver<Lane>,
     on_event: &mut impl FnMut(Event<'_>),
 ) {
     let mut builds_open = true;
@@ -126,15 +137,22 @@ fn relay(
                     ready.1.notify_all();
                 }
             }
-            while let Ok(e) = done_rx.try_recv() {
-                on_event(Event::Evaluated(e));
+            while let Ok(lane) = done_rx.try_recv() {
+                forward(work, lane, on_event);
             }
         } else {
             match done_rx.recv() {
-                Ok(e) => on_event(Event::Evaluated(e)),
+                Ok(lane) => forward(work, lane, on_event),
                 Err(_) => break,
             }
         }
+    }
+}
+
+fn forward(work: &[(Task, Submission)], lane: Lane, on_event: &mut impl FnMut(Event<'_>)) {
+    match lane {
+        Lane::Started(i) => on_event(Event::Started(&work[i].1)),
+        Lane::Done(e) => on_event(Event::Evaluated(e)),
     }
 }
 
@@ -330,15 +348,22 @@ mod tests {
     fn every_submission_is_built_and_evaluated_once() {
         let fake = Fake::new(2);
         let work = work(12);
-        let (mut built, mut evaluated) = (Vec::new(), Vec::new());
+        let (mut built, mut started, mut evaluated) = (Vec::new(), Vec::new(), Vec::new());
         run(&fake, &work, &[], 3, (2, 1), |e| match e {
             Event::Built { submission, .. } => built.push(submission.file.clone()),
-            Event::Evaluated(e) => evaluated.push(e),
+            Event::Started(submission) => started.push(submission.file.clone()),
+            Event::Evaluated(e) => {
+                // reported started before it is reported evaluated
+                assert!(started.contains(&e.file), "{} not started", e.file);
+                evaluated.push(e);
+            }
         });
         built.sort();
+        started.sort();
         let mut files: Vec<_> = work.iter().map(|(_, s)| s.file.clone()).collect();
         files.sort();
         assert_eq!(built, files);
+        assert_eq!(started, files);
         assert_eq!(evaluated.len(), 12);
         let failed = evaluated
             .iter()

@@ -110,8 +110,7 @@ fn evaluate_all(
     facts: &Facts,
     record: &mut RunRecord,
 ) -> Result<()> {
-    let progress = report::console::Progress::new(work.len());
-    let mut built = 0;
+    let progress = report::progress::Progress::new(work.len());
     let mut write_error = None;
     // Longest first: each pair's expected cost from earlier runs of this kind, else its facts.
     let mut costs = cost::Costs::load(&config.cache, cost::Costs::kind(config));
@@ -126,10 +125,8 @@ fn evaluate_all(
         config.jobs,
         (config.slots(), config.lanes),
         |event| match event {
-            Event::Built { .. } => {
-                built += 1;
-                progress.built(built);
-            }
+            Event::Built { .. } => progress.built(),
+            Event::Started(submission) => progress.started(submission),
             Event::Evaluated(e) => {
                 progress.evaluated(&e);
                 costs.observe(&e);

@@ -1,124 +1,66 @@
-//! The terminal: a progress bar while the run goes (stderr), a line per finished evaluation,
-//! and at the end the summary table and the gate's decision (stdout).
+//! The terminal at the end of a run (stdout): the summary table and the gate's decision
+//! (`progress` reports while the run goes).
 
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use indicatif::{ProgressBar, ProgressStyle};
+use comfy_table::{presets::UTF8_HORIZONTAL_ONLY, Table, TableComponent};
 
-use super::summary::{RunSummary, Summary, FDR_Q};
+use super::summary::{RunSummary, Summary, FAST_P, FDR_Q};
 use crate::gate::Gate;
-use crate::record::{Evaluation, RunRecord, Timing};
-
-pub struct Progress {
-    bar: ProgressBar,
-}
-
-impl Progress {
-    pub fn new(total: usize) -> Progress {
-        let bar = ProgressBar::new(total as u64);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} evaluated, {msg}",
-            )
-            .expect("static template"),
-        );
-        bar.set_message("building");
-        Progress { bar }
-    }
-
-    pub fn built(&self, done: usize) {
-        self.bar.set_message(format!("{done} built"));
-    }
-
-    pub fn evaluated(&self, e: &Evaluation) {
-        self.bar.inc(1);
-        let timing = e.timing.as_ref().map(timing_line).unwrap_or_default();
-        let reason = if e.reason.is_empty() {
-            String::new()
-        } else {
-            format!("  ({})", first_line(&e.reason, 120))
-        };
-        self.bar.suspend(|| {
-            eprintln!(
-                "{:>13}  {}  {}{timing}{reason}",
-                e.verdict.as_str(),
-                e.label(),
-                e.file
-            )
-        });
-    }
-
-    pub fn finish(&self) {
-        self.bar.finish_and_clear();
-    }
-}
-
-/// Speedup, interval, label and %SOL of one evaluation, as its progress line shows them.
-fn timing_line(t: &Timing) -> String {
-    let mut line = format!(
-        "  {:.3}x [{:.3}, {:.3}] {}",
-        t.speedup, t.speedup_ci_low, t.speedup_ci_high, t.label
-    );
-    if let Some(b) = &t.compile {
-        line.push_str(&format!(
-            "  vs torch.compile {:.3}x [{:.3}, {:.3}] {}",
-            b.speedup, b.speedup_ci_low, b.speedup_ci_high, b.label
-        ));
-    }
-    if let Some(p) = t.percent_sol {
-        line.push_str(&format!("  {p:.0}% SOL"));
-    }
-    if t.invalid {
-        line.push_str("  TIMING INVALID");
-    }
-    line
-}
-
-fn first_line(s: &str, max: usize) -> String {
-    let line = s.lines().find(|l| !l.trim().is_empty()).unwrap_or_default();
-    if line.chars().count() > max {
-        format!("{}...", line.chars().take(max).collect::<String>())
-    } else {
-        line.to_string()
-    }
-}
+use crate::record::RunRecord;
 
 /// The summary table, as printed at the end of a run: one row per level, then all levels.
+/// Two lines a row and no rules between columns keep it within 100 characters; fast_p holds
+/// each p's point over its significant share.
 pub fn summary_table(summary: &RunSummary) -> String {
     let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
-    let mut header: Vec<String> = [
-        "level",
-        "tasks",
-        "evaluated",
-        "correct",
-        "KernelBench correct",
-        "excluded",
-    ]
-    .map(String::from)
-    .into();
-    header.extend(super::summary::FAST_P.iter().map(|p| format!("fast_{p}")));
-    header.extend(["geomean speedup [95% CI]".into(), "faster / slower".into()]);
-    table.set_header(header);
+    table
+        .load_preset(UTF8_HORIZONTAL_ONLY)
+        .remove_style(TableComponent::LeftBorder)
+        .remove_style(TableComponent::RightBorder)
+        .remove_style(TableComponent::VerticalLines);
+    let ps: Vec<String> = FAST_P.iter().map(|p| format!("{p:<4}")).collect();
+    table.set_header([
+        "level".to_string(),
+        "tasks".into(),
+        "evaluated".into(),
+        "correct".into(),
+        "KB\ncorrect".into(),
+        "excluded".into(),
+        format!("fast_p at p =\n{}", ps.join(" ").trim_end()),
+        "geomean\n[95% CI]".into(),
+        "faster /\nslower".into(),
+    ]);
+    for column in table.column_iter_mut() {
+        column.set_padding((0, 1));
+    }
     for s in &summary.levels {
-        let mut row = vec![
+        // fast_p: the points on one line, the interval-based shares under them
+        let (mut points, mut shares) = (Vec::new(), Vec::new());
+        for p in FAST_P {
+            match s.fast_p.iter().find(|f| f.p == p) {
+                Some(f) => {
+                    points.push(format!("{:.2}", f.point));
+                    shares.push(format!("{:.2}", f.significant));
+                }
+                None => {
+                    points.push("-   ".to_string());
+                    shares.push("-   ".to_string());
+                }
+            }
+        }
+        let b = &s.significance;
+        table.add_row([
             s.level.map_or("all".into(), |l| l.to_string()),
             s.tasks.to_string(),
             s.evaluated.to_string(),
             s.correct.to_string(),
             s.kernelbench_correct.to_string(),
             s.degenerate_tasks.to_string(),
-        ];
-        row.extend(super::summary::FAST_P.iter().map(|&p| {
-            s.fast_p.iter().find(|f| f.p == p).map_or("-".into(), |f| {
-                format!("{:.2} ({:.2})", f.point, f.significant)
-            })
-        }));
-        row.push(s.geomean_speedup.map_or("-".into(), |g| {
-            format!("{:.3} [{:.3}, {:.3}]", g.ratio, g.ci_low, g.ci_high)
-        }));
-        let b = &s.significance;
-        row.push(format!("{} / {} of {}", b.faster, b.slower, b.tested));
-        table.add_row(row);
+            format!("{}\n{}", points.join(" "), shares.join(" ")),
+            s.geomean_speedup.map_or("-".into(), |g| {
+                format!("{:.3}\n[{:.3}, {:.3}]", g.ratio, g.ci_low, g.ci_high)
+            }),
+            format!("{} / {}\nof {}", b.faster, b.slower, b.tested),
+        ]);
     }
     table.to_string()
 }
@@ -141,9 +83,9 @@ fn excluded(record: &RunRecord) -> Vec<String> {
 /// What the table's columns mean and what they leave out (`excluded`: each task left out).
 fn summary_notes(total: &Summary, excluded: &[String]) -> String {
     let mut text = format!(
-        "KernelBench correct: evaluations KernelBench's own rule passes (allclose at \
+        "KB correct: evaluations KernelBench's own rule passes (allclose at \
          --kernelbench-tolerance on its trials, nothing else); kbench's correct is the stricter.\n\
-         fast_p: share of tasks with a passing kernel faster than p (in parentheses: its interval \
+         fast_p: share of tasks with a passing kernel faster than p (second line: its interval \
          above p); one result per task, the best by speedup{}.\n\
          faster / slower: labels whose one-sided p-value survives Benjamini-Hochberg at q = \
          {FDR_Q} over the tasks tested.\n",
@@ -255,4 +197,22 @@ pub fn final_report(
         }
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{summary, tests::sample_record};
+
+    #[test]
+    fn the_summary_table_fits_100_columns() {
+        let table = summary_table(&summary::summarize_run(&sample_record()));
+        for line in table.lines() {
+            assert!(
+                line.chars().count() <= 100,
+                "{} chars: {line}",
+                line.chars().count()
+            );
+        }
+    }
 }

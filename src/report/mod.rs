@@ -8,6 +8,7 @@ pub mod html;
 pub mod json;
 pub mod junit;
 pub mod leaderboard;
+pub mod progress;
 pub mod summary;
 
 use std::path::Path;
