@@ -327,13 +327,17 @@ mod scripted {
         );
     }
 
-    /// After `params.perturbation`'s trial both workers put the parameters back, before any
-    /// later trial, so the checks after it and timing judge the parameters as built.
+    /// `params.perturbation` runs on plain and on scaled inputs; then both workers put the
+    /// parameters back, before any later trial, so the checks after it and timing judge the
+    /// parameters as built.
     #[test]
     fn the_parameters_go_back_before_the_next_trial() {
         use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+        use std::sync::Mutex;
         static PERTURBED: AtomicU32 = AtomicU32::new(0);
         static RESTORED: AtomicU32 = AtomicU32::new(0);
+        // Per scaled trial, how many workers had restored when it was checked.
+        static SCALED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
         fn counts(request: &Request) {
             if let Request::Perturb(p) = request {
                 let count = if p.restore { &RESTORED } else { &PERTURBED };
@@ -343,9 +347,14 @@ mod scripted {
         fn restoring(request: &Request) -> Answer {
             counts(request);
             if let Request::Check(c) = request {
-                // The trials on other inputs come after both workers restored.
                 let restored = RESTORED.load(SeqCst);
-                assert_eq!(restored, u32::from(c.variant.is_some()) * 2, "{c:?}");
+                match c.variant {
+                    None => assert_eq!(restored, 0, "{c:?}"),
+                    Some(crate::worker::request::Variant::Scaled { .. }) => {
+                        SCALED.lock().unwrap().push(restored)
+                    }
+                    Some(_) => assert_eq!(restored, 2, "{c:?}"),
+                }
             }
             reference(request)
         }
@@ -356,6 +365,9 @@ mod scripted {
         let eval = evaluate(restoring, told);
         assert_eq!((eval.verdict, eval.reason.as_str()), (Verdict::Pass, ""));
         assert_eq!((PERTURBED.load(SeqCst), RESTORED.load(SeqCst)), (2, 2));
+        // The perturbation's scaled trial before the restore, the inputs' own after it.
+        assert_eq!(*SCALED.lock().unwrap(), [0, 2]);
+        assert_eq!(check(&eval, "params.perturbation").runs, 2);
     }
 
     /// The reference says its parameters as built; the candidate is asked with them (and the
@@ -417,8 +429,9 @@ mod scripted {
     fn an_honest_candidate_passes_every_trial_and_is_timed() {
         let eval = evaluate(reference, candidate);
         assert_eq!((eval.verdict, eval.reason.as_str()), (Verdict::Pass, ""));
-        // Two trials, new parameters, signed, scaled and shifted inputs.
-        assert_eq!(eval.trials.len(), 6);
+        // Two trials, new parameters on plain and scaled inputs, signed, scaled and shifted
+        // inputs.
+        assert_eq!(eval.trials.len(), 7);
         assert!(eval.trials.iter().all(|t| t.correct));
         for name in [
             "params.perturbation",
@@ -441,7 +454,10 @@ mod scripted {
         assert_eq!(eval.logs.len(), 2);
         // KernelBench's verdict is taken on the two plain trials only.
         let judged: Vec<Option<bool>> = eval.trials.iter().map(|t| t.kernelbench_correct).collect();
-        assert_eq!(judged, [Some(true), Some(true), None, None, None, None]);
+        assert_eq!(
+            judged,
+            [Some(true), Some(true), None, None, None, None, None]
+        );
         assert_eq!(eval.kernelbench_correct, Some(true));
         assert_annotated(&eval);
     }

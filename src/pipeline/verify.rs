@@ -125,11 +125,8 @@ impl<S: Spawner> Python<'_, S> {
     ) -> Result<(), Failed> {
         let cfg = self.config;
         let mut index = cfg.trials;
-        let breach = match self.params_trial(handover, hold, eval, index) {
-            Ok(tried) => {
-                index += u32::from(tried);
-                None
-            }
+        let breach = match self.params_trials(handover, hold, eval, &mut index) {
+            Ok(()) => None,
             Err(breach @ Cause::Contract(_)) => Some(breach),
             Err(cause) => return Err(cause),
         };
@@ -150,12 +147,9 @@ impl<S: Spawner> Python<'_, S> {
                 spreads: SHIFT_SPREADS,
             },
         );
-        if breach.is_some() {
-            index += 1;
-        }
         for (check, what, variant) in variants {
             hold.step();
-            self.variant_trial(handover, eval, check, &what, Some(variant), index)?;
+            self.variant_trial(handover, eval, (check, &what), Some(variant), index)?;
             index += 1;
         }
         hold.step();
@@ -163,31 +157,47 @@ impl<S: Spawner> Python<'_, S> {
         breach.map_or(Ok(()), Err)
     }
 
-    /// `params.perturbation`'s trial, then the parameters restored in both workers, whatever
-    /// the trial found. Returns whether a trial ran (a task without parameters has none).
-    fn params_trial(
+    /// `params.perturbation`'s trials, then the parameters restored in both workers, whatever
+    /// they found: on plain inputs, then on inputs scaled up, where a task's output is mostly
+    /// clipped on plain ones (CUDA-L1's level2/9: a ReLU after subtracting 2 leaves 99.95 % of
+    /// it zero, so new weights rarely reach it). `index` counts the trials run (a task without
+    /// parameters has none).
+    fn params_trials(
         &self,
         handover: &mut Handover<'_, S::Worker>,
         hold: &mut Hold<'_>,
         eval: &mut Evaluation,
-        index: u32,
-    ) -> Result<bool, Failed> {
+        index: &mut u32,
+    ) -> Result<(), Failed> {
+        const NAME: &str = "params.perturbation";
         let seed = derive_seed(self.config.seed, PERTURB_STREAM);
-        let tried = match self.perturb_params(handover, eval, seed) {
-            Ok(None) => return Ok(false),
+        let what = match self.perturb_params(handover, eval, seed) {
+            Ok(None) => return Ok(()),
+            Ok(Some(what)) => Ok(what),
             // The reference did not perturb: nothing to restore.
             Err(cause @ (Cause::ReferenceError(..) | Cause::ReferenceDied(_))) => {
                 return Err(cause)
             }
-            Ok(Some(what)) => {
-                hold.step();
-                self.variant_trial(handover, eval, "params.perturbation", &what, None, index)
-                    .map(|()| true)
-            }
             Err(cause) => Err(cause),
         };
+        let scaled = Variant::Scaled {
+            factor: SCALE_FACTOR,
+        };
+        let tried = what.and_then(|what| {
+            for variant in [None, Some(scaled)] {
+                hold.step();
+                let label = match &variant {
+                    None => what.clone(),
+                    Some(v) => format!("{what}; {}", variant_label(Some(v))),
+                };
+                let trial = self.variant_trial(handover, eval, (NAME, &label), variant, *index);
+                *index += 1;
+                trial?;
+            }
+            Ok(())
+        });
         let restored = self.restore_params(handover, seed);
-        tried.and_then(|tried| restored.map(|()| tried))
+        tried.and(restored)
     }
 
     /// Both workers put back the parameter values the perturbation with `seed` replaced. A
@@ -354,8 +364,7 @@ impl<S: Spawner> Python<'_, S> {
         &self,
         handover: &mut Handover<'_, S::Worker>,
         eval: &mut Evaluation,
-        check: &str,
-        what: &str,
+        (check, what): (&str, &str),
         variant: Option<Variant>,
         index: u32,
     ) -> Result<(), Failed> {
@@ -367,7 +376,7 @@ impl<S: Spawner> Python<'_, S> {
             kernelbench: false,
             second_calls: false,
         };
-        let params = plan.variant.is_none();
+        let params = check == "params.perturbation";
         let (trial, breach) = self.trial(handover, &plan, eval)?;
         let outcome = if trial.uncheckable {
             Outcome::Skip
