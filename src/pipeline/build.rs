@@ -164,7 +164,7 @@ impl<S: Spawner> Python<'_, S> {
         rewrite: Option<&Compat>,
         build: &mut Build,
     ) -> Result<Result<Built, (BuildStatus, String)>, String> {
-        let mut env = self.build_env(submission);
+        let mut env = self.build_env(dir);
         env.push(("CUDA_VISIBLE_DEVICES".into(), String::new()));
         let stage = self.stage_exchange()?;
         let (staged, rewrites) = stage_submission(submission, &stage.stage(), rewrite)?;
@@ -336,10 +336,10 @@ impl<S: Spawner> Python<'_, S> {
             .join(format!("{:x}", h.finalize()))
     }
 
-    /// Environment shared by the compile and candidate workers: the build cache of this file,
-    /// where they see it.
-    pub(super) fn build_env(&self, submission: &Submission) -> Vec<(String, String)> {
-        let dir = self.build_seen(submission);
+    /// Environment shared by the compile and candidate workers: the build folder `dir`, where
+    /// they see it.
+    pub(super) fn build_env(&self, dir: &Path) -> Vec<(String, String)> {
+        let dir = self.build_seen(dir);
         vec![
             (
                 "TORCH_EXTENSIONS_DIR".into(),

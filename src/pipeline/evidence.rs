@@ -82,7 +82,11 @@ impl<S: Spawner> Python<'_, S> {
             merge_check(&mut eval.checks, reference_ops_check(ops));
         }
         let kernels = profiled.kernels.unwrap_or(kernels);
-        let mapped = mapped_kernel_check(&kernels, candidate.python_pid(), &self.build_seen(sub));
+        let mapped = mapped_kernel_check(
+            &kernels,
+            candidate.python_pid(),
+            &self.build_seen(&self.build_dir(sub)),
+        );
         let evidence = KernelEvidence {
             kernels,
             build_failures: profiled.build_failures,

@@ -207,7 +207,7 @@ impl<S: Spawner> Python<'_, S> {
             stage_submission(sub, stage, self.config.staged_rewrite()).map_err(Cause::Unready)?;
         Ok(Load {
             submission: Some(staged.0),
-            env: Some(self.build_env(sub).into_iter().collect()),
+            env: Some(self.build_env(&self.build_dir(sub)).into_iter().collect()),
             ..self.load_request(task)
         })
     }

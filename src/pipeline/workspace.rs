@@ -128,12 +128,12 @@ impl<S: Spawner> Python<'_, S> {
         Ok(Some(Lent { workspace, home }))
     }
 
-    /// Where `sub`'s workers see its build folder.
-    pub(super) fn build_seen(&self, sub: &Submission) -> PathBuf {
+    /// Where workers see the build folder `dir`.
+    pub(super) fn build_seen(&self, dir: &Path) -> PathBuf {
         if self.confinement.confines() {
             PathBuf::from(BUILD_SEEN)
         } else {
-            self.build_dir(sub)
+            dir.to_path_buf()
         }
     }
 }
