@@ -171,6 +171,11 @@ fn fixtures_get_their_expected_verdicts_and_resume_continues() {
     let fixtures = root().join("tests/fixtures/cpu");
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("run");
+    // A folder of the host's with a file, which drift_and_own_error.py links to from the build
+    // folders kbench removes (the rebuild's scratch folder among them).
+    let victim = Path::new("/tmp/kbench-red-team-drift-victim");
+    std::fs::create_dir_all(victim).unwrap();
+    std::fs::write(victim.join("keep"), "kbench must not remove this").unwrap();
     let first = eval(&fixtures, &out, &[]);
     let stderr = String::from_utf8_lossy(&first.stderr);
     // Verdicts first: they say more than the exit code when something is off.
@@ -215,6 +220,10 @@ fn fixtures_get_their_expected_verdicts_and_resume_continues() {
         .map(|e| e.path().display().to_string())
         .collect();
     assert!(stolen.is_empty(), "another's source was copied: {stolen:?}");
+    assert!(
+        victim.join("keep").exists(),
+        "kbench removed a folder through a link planted in a build folder"
+    );
 
     // Processes that burn the CPU while the candidate's worker is idle gain it nothing: they are
     // stopped whenever the reference runs (unstopped, an honest ReLU read 1.79x FASTER).
@@ -586,28 +595,36 @@ fn a_foreign_tree_without_scale_toml_runs_every_task() {
     assert!(!has_evidence(double, "task.facts"), "{double}");
 }
 
+/// A level-1 task `name` under `root/tree` (doubling a `batch_size x dim` input, no scale.toml)
+/// and its submission under `root/sub`.
+fn doubling_task(root: &Path, name: &str, batch_size: u64, dim: u64) {
+    let write = |rel: String, text: String| {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        format!("tree/level1/{name}"),
+        format!(
+            "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\
+             batch_size = {batch_size}\ndim = {dim}\n\
+             def get_inputs():\n    return [torch.rand(batch_size, dim)]\n\
+             def get_init_inputs():\n    return []\n"
+        ),
+    );
+    write(
+        format!("sub/level1/{name}"),
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x + x\n".into(),
+    );
+}
+
 /// `--scale small` on a tree without scale.toml: the small size derived in the task's facts
 /// stands in (a task too large for the CPU at full size is evaluated, not skipped).
 #[test]
 fn a_foreign_tree_runs_at_its_derived_small_size() {
     let tmp = tempfile::tempdir().unwrap();
-    let write = |rel: &str, text: &str| {
-        let path = tmp.path().join(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    };
     // 4096 x 32768 floats: 512 MiB of input at full size, over the derived size's limit.
-    write(
-        "tree/level1/1_Big.py",
-        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\
-         batch_size = 4096\ndim = 32768\n\
-         def get_inputs():\n    return [torch.rand(batch_size, dim)]\n\
-         def get_init_inputs():\n    return []\n",
-    );
-    write(
-        "sub/level1/1_Big.py",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x + x\n",
-    );
+    doubling_task(tmp.path(), "1_Big.py", 4096, 32768);
     let out = tmp.path().join("run");
     let tree = tmp.path().join("tree");
     let run = eval(
@@ -628,23 +645,8 @@ fn a_foreign_tree_runs_at_its_derived_small_size() {
 #[test]
 fn a_task_too_large_for_the_cpu_is_skipped_and_a_run_of_nothing_fails_the_gate() {
     let tmp = tempfile::tempdir().unwrap();
-    let write = |rel: &str, text: &str| {
-        let path = tmp.path().join(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    };
     // 2^20 x 2^20 floats: 4 TiB of input at full size (the facts count it on the meta device).
-    write(
-        "tree/level1/1_Huge.py",
-        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\
-         batch_size = 1048576\ndim = 1048576\n\
-         def get_inputs():\n    return [torch.rand(batch_size, dim)]\n\
-         def get_init_inputs():\n    return []\n",
-    );
-    write(
-        "sub/level1/1_Huge.py",
-        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x + x\n",
-    );
+    doubling_task(tmp.path(), "1_Huge.py", 1 << 20, 1 << 20);
     std::fs::create_dir_all(tmp.path().join("empty")).unwrap();
     let run = |sub: &str, out: &str, extra: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_kbench"))

@@ -27,6 +27,25 @@ use super::{Python, Spawner};
 
 type WarmReply = Result<Reply<Built>, Failure>;
 
+/// A build about to run, its log at `log`: nothing known of it yet.
+fn unbuilt(log: String) -> Build {
+    Build {
+        status: BuildStatus::Ok,
+        message: String::new(),
+        log,
+        seconds: 0.0,
+        cache_hit: false,
+        kernels: Vec::new(),
+        artifacts_sha256: String::new(),
+        warmed: String::new(),
+        warm_note: String::new(),
+        pool_compiled: Vec::new(),
+        slot_compiled: None,
+        cache_note: String::new(),
+        compat: Vec::new(),
+    }
+}
+
 impl<S: Spawner> Python<'_, S> {
     /// The submission's build: reused from the cache, nothing to build, or imported and warmed
     /// up by a compile worker (cached when the same source always gives it).
@@ -43,21 +62,7 @@ impl<S: Spawner> Python<'_, S> {
             Cached::Stale => String::new(),
             Cached::Untrusted(note) => note,
         };
-        let mut build = Build {
-            status: BuildStatus::Ok,
-            message: String::new(),
-            log: log_rel,
-            seconds: 0.0,
-            cache_hit: false,
-            kernels: Vec::new(),
-            artifacts_sha256: String::new(),
-            warmed: String::new(),
-            warm_note: String::new(),
-            pool_compiled: Vec::new(),
-            slot_compiled: None,
-            cache_note: String::new(),
-            compat: Vec::new(),
-        };
+        let mut build = unbuilt(log_rel);
         let builds = builds_anything(&submission.path);
         if builds {
             let _ = std::fs::remove_dir_all(&dir);
@@ -193,21 +198,7 @@ impl<S: Spawner> Python<'_, S> {
         let scratch = dir.with_extension("drift");
         let log = log.with_extension("compat.log");
         let _ = std::fs::remove_dir_all(&scratch);
-        let mut second = Build {
-            status: BuildStatus::Ok,
-            message: String::new(),
-            log: String::new(),
-            seconds: 0.0,
-            cache_hit: false,
-            kernels: Vec::new(),
-            artifacts_sha256: String::new(),
-            warmed: String::new(),
-            warm_note: String::new(),
-            pool_compiled: Vec::new(),
-            slot_compiled: None,
-            cache_note: String::new(),
-            compat: Vec::new(),
-        };
+        let mut second = unbuilt(String::new());
         let tried = std::fs::create_dir_all(&scratch)
             .map_err(|e| e.to_string())
             .and_then(|()| self.confinement.give(&scratch).map_err(|e| e.to_string()))

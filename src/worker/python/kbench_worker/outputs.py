@@ -216,18 +216,23 @@ def distinct_calls(outs):
     until the sample ends: each call must have returned memory of its own. A module that hands
     out the same storage on every call (a CUDA graph's static output, captured once warm) is a
     `contract` breach here as after the trials, whatever the burst: its earlier calls' results
-    were overwritten before they could be kept. ``outs``: (draw, output) pairs, in call order."""
-    held = []
+    were overwritten before they could be kept. ``outs``: (draw, output) pairs, in call order.
+    One pass over the storages (the sample loop runs it for every sample)."""
+    held = {}  # (device, storage address) -> (call, output index)
     for j, out in outs:
-        for i, earlier in held:
-            shared = [f"output {a} of call {i}" for a, x in enumerate(earlier) for y in tensors(out) if _overlap(x, y)]
-            if shared:
+        for a, t in enumerate(tensors(out)):
+            storage = t.untyped_storage()
+            if not storage.nbytes():
+                continue
+            key = (t.device, storage.data_ptr())
+            earlier = held.get(key)
+            if earlier is not None and earlier[0] != j:
                 raise ContractError(
-                    f"outputs.independence: timed call {j} returned the memory of the burst's earlier {', '.join(shared[:4])}: "
+                    f"outputs.independence: timed call {j} returned the memory of the burst's earlier output {earlier[1]} of call {earlier[0]}: "
                     "forward returns the same output storage on every call, so each call overwrites the caller's last result; "
                     "return new tensors (e.g. copy out of a CUDA graph's static output)"
                 )
-        held.append((j, tensors(out)))
+            held.setdefault(key, (j, a))
 
 
 def rerun(first, again, atol, rtol, changed):
