@@ -292,6 +292,9 @@ pub struct KernelEvidence {
     /// `kernels.mapped`'s evidence when none of the reported kernels' files is loaded in the
     /// worker (read from outside it): the report is not believed.
     pub unmapped: Option<String>,
+    /// `profile.library_output`'s evidence when library ops alone made every output in the
+    /// traced calls (None under `--library-policy any`, where it is a warning).
+    pub library_made: Option<String>,
 }
 
 /// The least GPU time in a profiled call on which the library share is judged: below it a few
@@ -300,8 +303,9 @@ pub struct KernelEvidence {
 const LIBRARY_JUDGED_FROM_MS: f64 = 0.02;
 
 /// `Pass`, or `NoKernel` with why: no kernel at all (saying which build failed and was caught),
-/// kernels built that never ran in the profiled call, library kernels above the policy, or the
-/// reference's own kernel launches, every one, beside kernels of its own that took a small share.
+/// kernels built that never ran in the profiled call, library kernels above the policy, the
+/// reference's own kernel launches, every one, beside kernels of its own that took a small share,
+/// or library ops that made every output in the traced calls (`profile.library_output`).
 /// A module that fell back because its build met known toolchain drift is `Environment`: its
 /// kernel was not judged.
 fn judge_kernels(k: &KernelEvidence) -> (Verdict, String) {
@@ -341,7 +345,12 @@ fn judge_kernels(k: &KernelEvidence) -> (Verdict, String) {
             k.policy,
             limit * 100.0
         )),
-        _ => judge_reuse(k, judged),
+        _ => match (judge_reuse(k, judged), &k.library_made) {
+            ((Verdict::Pass, _), Some(evidence)) => {
+                no_kernel(format!("profile.library_output: {evidence}"))
+            }
+            (judged, _) => judged,
+        },
     }
 }
 
@@ -681,6 +690,14 @@ mod tests {
                 },
                 Verdict::NoKernel,
                 "kernels.mapped: no shared object",
+            ),
+            (
+                KernelEvidence {
+                    library_made: Some("library ops made every output".into()),
+                    ..built()
+                },
+                Verdict::NoKernel,
+                "profile.library_output: library ops made every output",
             ),
             (
                 KernelEvidence {

@@ -24,6 +24,9 @@ use super::{derive_seed, Python, Spawner, PROFILE_STREAM, STATE_STREAM};
 /// `--library-policy` applies a limit.
 const MAX_LIBRARY_SHARE: f64 = 0.5;
 
+/// The candidate worker's traced calls: library ops alone made every output (`provenance.py`).
+const LIBRARY_OUTPUT: &str = "profile.library_output";
+
 /// What the profiled call shows: the cause that decides the verdict (the kernels' evidence,
 /// unless a breach of the module contract found before timing decides it: `verify_and_time`),
 /// and where the forward synchronizes with the host, the narrower host-speed error its timing's
@@ -59,7 +62,14 @@ impl<S: Spawner> Python<'_, S> {
             merge_check(&mut eval.checks, check);
         }
         let profiled = ask(candidate, self.profile_request(), cfg.timeouts.call)?;
-        for check in profiled.checks {
+        let mut library_made = None;
+        for mut check in profiled.checks {
+            if check.name == LIBRARY_OUTPUT && check.outcome == Outcome::Fail {
+                match self.reuse_limit() {
+                    Some(_) => library_made = Some(check.evidence.clone()),
+                    None => check.outcome = Outcome::Warn, // `--library-policy any`: the library may do it all
+                }
+            }
             merge_check(&mut eval.checks, check);
         }
         let figures = profiled.profile;
@@ -99,6 +109,7 @@ impl<S: Spawner> Python<'_, S> {
             reuse_limit: self.reuse_limit(),
             policy: cfg.library_policy.as_str(),
             unmapped: (mapped.outcome == Outcome::Fail).then(|| mapped.evidence.clone()),
+            library_made,
         };
         merge_check(&mut eval.checks, mapped);
         eval.profile = theirs.map(|r| Profiles {

@@ -1003,6 +1003,36 @@ mod scripted {
             .any(|c| c.name == "profile.reference_ops"));
     }
 
+    /// `profile.library_output` from the candidate's traced calls decides `no_kernel`, except
+    /// under `--library-policy any`, which lets the library do everything: there it warns.
+    #[test]
+    fn library_ops_that_made_every_output_are_no_kernel_unless_the_policy_allows_any() {
+        fn library_made(request: &Request) -> Answer {
+            match request {
+                Request::Profile(_) => fake::ok(json!({
+                    "profile": {}, "kernels": ["cupy:copy"],
+                    "checks": [{"name": "profile.library_output", "outcome": "fail",
+                        "evidence": "library ops made every output (output 0: aten.clamp_min_.default)"}],
+                })),
+                other => candidate(other),
+            }
+        }
+        let eval = evaluate(reference, library_made);
+        assert_eq!(eval.verdict, Verdict::NoKernel);
+        assert_eq!(
+            eval.reason,
+            "profile.library_output: library ops made every output (output 0: aten.clamp_min_.default)"
+        );
+        let any = evaluate_with(
+            &facts(),
+            |c| c.library_policy = crate::config::LibraryPolicy::Any,
+            reference,
+            library_made,
+        );
+        assert_eq!(any.verdict, Verdict::Pass, "{}", any.reason);
+        assert_eq!(check(&any, "profile.library_output").outcome, Outcome::Warn);
+    }
+
     #[test]
     fn wrong_values_are_incorrect_at_the_first_trial() {
         fn differs(request: &Request) -> Answer {

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from . import cause, checks, harness, integrity, kernelbench, kernels, outputs, poison, profile, runtime, symbols, taskfile, timing, transfer
+from . import cause, checks, harness, integrity, kernelbench, kernels, outputs, poison, profile, provenance, runtime, symbols, taskfile, timing, transfer
 from .harness import ContractError, TamperError
 from .messages import Judged, KernelbenchTrial, Load, Loaded, Perturb, Perturbed, Profile, Profiled, Shipped, State, Stated, Time, Timed, TimeSetup, Trial, Warmed
 from .protocol import error, serve
@@ -167,13 +167,15 @@ class Candidate:
         self.kept, self.perturbed = [], None
 
     def profile(self, req):
-        """`profile.library_share`, asked for after timing: profiling leaves state in the
-        process (an identity run that profiled before timing measured host-bound networks up
-        to 20 % slower in this worker than in the reference's)."""
+        """`profile.library_share` and `profile.library_output`, asked for after timing:
+        profiling leaves state in the process (an identity run that profiled before timing
+        measured host-bound networks up to 20 % slower in this worker than in the reference's),
+        and so may the traced calls, which run last."""
         self.shared = None
         log, reply = checks.Log(), {}
         if self.cuda:
             log.run("profile.library_share", _unless_oom, self.library_share, req, reply)
+        log.run("profile.library_output", _unless_oom, self.library_output, req)
         # Extensions built lazily in forward count too, and so do the builds that failed.
         return {**reply, "checks": log.entries(), **self.kernel_report()}
 
@@ -204,6 +206,22 @@ class Candidate:
         built = symbols.names(kernels.objects())
         found = reply["profile"] = profile.summarize(per_kernel, self.defined, busy_ms, built)
         return "pass", f"library kernels {found['library_share']:.0%} of {found['total_ms']:.3f} ms GPU time"
+
+    def library_output(self, req):
+        """Two traced calls, on signed and on scaled inputs no earlier call saw (a degenerate
+        task's identity, a ReLU of positive values, hides the kernel's work on one of them)."""
+        variants = ({"kind": "signed"}, {"kind": "scaled", "factor": 8})
+        try:
+            traces = [self.traced(req, req.seed + 3 + n, variant) for n, variant in enumerate(variants)]
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a call the dispatch mode breaks is not traced, never judged
+            return "skip", f"not traced: {type(exc).__name__}: {exc}"
+        return provenance.judge(traces)
+
+    def traced(self, req, seed, variant):
+        inputs = harness.make_inputs(self.task, seed, self.device, self.precision, variant)
+        return provenance.library_output(lambda: harness.forward(self.model, inputs, req.forward_seed), lambda: harness.synchronize(self.device))
 
     def after_timing(self, req):
         """The checks once timing is done: the process state (a switch flipped while timed), and
