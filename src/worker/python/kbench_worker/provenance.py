@@ -85,8 +85,8 @@ def _alive():
         if issubclass(type(obj), torch.Tensor) and id(obj) not in found:
             try:
                 found[id(obj)] = (weakref.ref(obj), fingerprint(obj), "given")
-            except RuntimeError:
-                pass  # no readable memory (a freed storage): nothing any op could read
+            except (RuntimeError, TypeError):
+                pass  # no readable memory, or no weak reference: never given
     return found
 
 
