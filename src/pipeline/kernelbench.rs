@@ -21,8 +21,11 @@ use crate::worker::request::KernelbenchTrial;
 
 use super::load::Pair;
 use super::stage::ask;
-use super::verify::KERNELBENCH_NEVER;
 use super::{Python, Spawner};
+
+/// `Evaluation::kernelbench_needed` where no tolerance of KernelBench's versions passes (the
+/// worker's `kernelbench.NEVER`).
+pub(super) const KERNELBENCH_NEVER: f64 = 1.0;
 
 /// How the check's evidence introduces what KernelBench's eval, run as it runs, found.
 const ABOUT: &str =

@@ -17,7 +17,7 @@ use crate::verdict::{Cause, ReferenceStep, Verdict};
 use crate::worker::request::{self, CheckOutputs, Perturb, Ping, Variant};
 use crate::worker::{Link, Reply};
 
-use super::kernelbench;
+use super::kernelbench::{self, KERNELBENCH_NEVER};
 use super::load::slot_compiled;
 use super::replies::Shipped;
 use super::stage::{ask, Handover};
@@ -569,10 +569,6 @@ const SECOND_CALL_CHECKS: [&str; 2] = ["outputs.independence", "determinism.reru
 /// The loosest tolerance of KernelBench's versions (v0 and v0.1's 1e-2): its trials go on past
 /// kbench's failure until the verdict at this tolerance is known (`Evaluation::kernelbench_needed`).
 const KERNELBENCH_LOOSEST: f64 = 1e-2;
-
-/// `Evaluation::kernelbench_needed` where no tolerance of KernelBench's versions passes (the
-/// worker's `kernelbench.NEVER`).
-pub(super) const KERNELBENCH_NEVER: f64 = 1.0;
 
 /// KernelBench's verdict when one of its trials ended in `cause`: false where the kernel failed
 /// there (it raised, died, hung, handed over what cannot be compared); None where the trial

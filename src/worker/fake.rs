@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::link::Failure;
 use super::link::Link;
-use super::process::Failure;
 use super::protocol::{Reply, WorkerError};
 use super::request::Request;
 use super::tree::Beside;

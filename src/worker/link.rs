@@ -3,10 +3,30 @@
 
 use std::time::Duration;
 
-use super::process::Failure;
 use super::protocol::Reply;
 use super::request::{Command, Request};
 use super::tree::Beside;
+
+/// Why a request got no reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// No reply within the deadline; the worker was killed.
+    Timeout(Duration),
+    /// The worker ended without replying (crash, signal, `os._exit`).
+    Exited(String),
+    /// The reply could not be read as the protocol.
+    Protocol(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Timeout(d) => write!(f, "no reply within {:.0} s", d.as_secs_f64()),
+            Failure::Exited(how) => write!(f, "worker exited without replying ({how})"),
+            Failure::Protocol(why) => write!(f, "protocol error: {why}"),
+        }
+    }
+}
 
 /// The conversation with one worker.
 pub trait Link {

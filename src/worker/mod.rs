@@ -13,7 +13,7 @@ mod seed;
 mod streams;
 pub mod tree;
 
-pub use link::Link;
-pub use process::{Failure, Spawn, Worker};
+pub use link::{Failure, Link};
+pub use process::{Spawn, Worker};
 pub use protocol::{ErrorKind, Reply, WorkerError};
 pub use seed::derive_seed;

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::link::Link;
+use super::link::{Failure, Link};
 use super::live::{self, Registration};
 use super::protocol::{self, Reply};
 use super::request::{Exit, Request};
@@ -55,27 +55,6 @@ impl Spawn {
     pub fn env(mut self, name: &str, value: impl Into<String>) -> Spawn {
         self.env.push((name.into(), value.into()));
         self
-    }
-}
-
-/// Why a request got no reply.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Failure {
-    /// No reply within the deadline; the worker was killed.
-    Timeout(Duration),
-    /// The worker ended without replying (crash, signal, `os._exit`).
-    Exited(String),
-    /// The reply could not be read as the protocol.
-    Protocol(String),
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Failure::Timeout(d) => write!(f, "no reply within {:.0} s", d.as_secs_f64()),
-            Failure::Exited(how) => write!(f, "worker exited without replying ({how})"),
-            Failure::Protocol(why) => write!(f, "protocol error: {why}"),
-        }
     }
 }
 
