@@ -29,7 +29,8 @@ mod server;
 mod session;
 mod summary;
 
-pub use label::{allow_host_error, allow_process_effect, host_error};
-pub use replies::{samples_of, Checked, Timed, Warmed};
+pub use label::{allow_host_error, host_error};
+pub use replies::Checked;
 pub use session::{Failed, Session, Spent};
+#[cfg(test)]
 pub use summary::summarize;

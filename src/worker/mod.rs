@@ -1,5 +1,6 @@
 //! Worker processes and the protocol kbench speaks with them.
 
+#[cfg(test)]
 pub mod fake;
 pub mod link;
 pub mod live;
