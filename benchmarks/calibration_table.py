@@ -18,7 +18,7 @@ from collections import Counter
 
 
 def load(path):
-    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+    with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as f:
         record = json.load(f)
     return {e["file"]: e for e in record["evaluations"]}, record
 
@@ -143,8 +143,10 @@ def fixed_costs(evals):
     sampled = sum(n * m for n, m in zip(samples, forward))
     print(f"\nPer timed evaluation ({len(timed)}), least-squares fits over them:")
     print(f"- correctness: {c0:.2f} s fixed + {c1:.0f} forwards' time (all: {len(timed) * c0:.0f} s fixed, {c1 * sum(forward):.0f} s forwards)")
-    print(f"- timing: {t0:.2f} s fixed + {t1:.2f} x the sampled device time + {1e3 * t2:.1f} ms per sample"
-          f" (all: {len(timed) * t0:.0f} s fixed, {sampled:.0f} s sampled device time, {sum(samples)} samples)")
+    print(
+        f"- timing: {t0:.2f} s fixed + {t1:.2f} x the sampled device time + {1e3 * t2:.1f} ms per sample"
+        f" (all: {len(timed) * t0:.0f} s fixed, {sampled:.0f} s sampled device time, {sum(samples)} samples)"
+    )
     print(f"- load: median {statistics.median(e['phases']['load_s'] for e in timed):.2f} s; the rest: median {statistics.median(rest):.2f} s")
 
 

@@ -101,10 +101,7 @@ def main(argv):
         as_expected += ok
         if row["class"] == "honest" and e is not None and got not in CORRECT:
             honest_rejected += 1
-        lines.append(
-            f"| {cell(file)} | {cell(row['class'])} | {cell(row['expected'])} | {cell(got)} "
-            f"| {cell(text, EVIDENCE_CHARS)} | {'yes' if ok else '**no**'} |"
-        )
+        lines.append(f"| {cell(file)} | {cell(row['class'])} | {cell(row['expected'])} | {cell(got)} | {cell(text, EVIDENCE_CHARS)} | {'yes' if ok else '**no**'} |")
     total = len(set(expected) | set(evaluations))
     print("\n".join(lines))
     print()

@@ -59,11 +59,9 @@ def main(kernels_csv, server_path, *offline_paths):
         if e and e["verdict"] == "pass" and published:
             ours.append(e["timing"]["speedup"])
             theirs.append(published)
-    print(f"\nOffline, over the {len(ours)} passing shapes with a published speedup: kbench's geometric mean "
-          f"{geomean(ours):.3f}, published {geomean(theirs):.3f}.")
+    print(f"\nOffline, over the {len(ours)} passing shapes with a published speedup: kbench's geometric mean {geomean(ours):.3f}, published {geomean(theirs):.3f}.")
     s = [(e, p) for e, p in server.values() if e["verdict"] == "pass" and p]
-    print(f"Server, over the {len(s)} passing shapes run: kbench {geomean([e['timing']['speedup'] for e, _ in s]):.3f}, "
-          f"published {geomean([p for _, p in s]):.3f}.")
+    print(f"Server, over the {len(s)} passing shapes run: kbench {geomean([e['timing']['speedup'] for e, _ in s]):.3f}, published {geomean([p for _, p in s]):.3f}.")
 
 
 if __name__ == "__main__":

@@ -47,8 +47,7 @@ def host(role, model, task, label):
             submit.append((t1 - t0) * 1e3)
             wall.append((time.perf_counter() - t0) * 1e3)
     print(
-        f"{role:10s} {label:28s} submit {statistics.median(submit[SKIPPED:]):7.3f} ms"
-        f"  wall {statistics.median(wall[SKIPPED:]):7.3f} ms",
+        f"{role:10s} {label:28s} submit {statistics.median(submit[SKIPPED:]):7.3f} ms  wall {statistics.median(wall[SKIPPED:]):7.3f} ms",
         flush=True,
     )
 

@@ -21,6 +21,7 @@ else:
         os.seteuid(int(os.environ["KBENCH_PROBE_EUID"]))  # root, acting as that uid
     if os.environ.get("KBENCH_PROBE_NONDUMP"):
         import ctypes
+
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0, as kbench's trusted side
     for _ in range(400):
         if os.path.exists(path):

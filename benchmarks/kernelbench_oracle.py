@@ -106,8 +106,7 @@ def parse_args(argv):
     p.add_argument("--gpu-jobs", type=int, default=4, help="rows on the GPU at once")
     p.add_argument("--row-timeout", type=float, default=300.0, help="seconds a row may take at each tolerance")
     p.add_argument("--limit-s", type=float, default=0.0, help="stop after this many seconds (0: none)")
-    p.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "kb-oracle"),
-                   help="build dirs, GPU slot locks, each row's log")
+    p.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "kb-oracle"), help="build dirs, GPU slot locks, each row's log")
     p.add_argument("--resume", action="store_true", help="skip rows already in --out")
     p.add_argument("--only", default="", help="only these tasks, e.g. 1/19,2/3")
     p.add_argument("--dry-run", action="store_true", help="list the rows that would run")
@@ -130,6 +129,7 @@ def selected(args):
 
 
 # ---- a row's own process ----------------------------------------------------------------------
+
 
 def stub_missing(names):
     """Stub the LLM-client modules upstream's package imports but its eval never calls: each
@@ -165,15 +165,22 @@ def run_row(spec_path):
             kb_eval.get_tolerance_for_precision = lambda _p, tol=tol: tol
             try:
                 r = kb_eval.eval_kernel_against_ref(
-                    spec["ref"], spec["custom"], seed_num=42, num_correct_trials=5,
-                    num_perf_trials=0, measure_performance=False, verbose=False,
-                    build_dir=spec["build_dir"], device=torch.device("cuda:0"),
-                    backend="cuda", precision=torch.float32,
+                    spec["ref"],
+                    spec["custom"],
+                    seed_num=42,
+                    num_correct_trials=5,
+                    num_perf_trials=0,
+                    measure_performance=False,
+                    verbose=False,
+                    build_dir=spec["build_dir"],
+                    device=torch.device("cuda:0"),
+                    backend="cuda",
+                    precision=torch.float32,
                 )
                 results[repr(tol)] = (
-                    {"error": "upstream returned None (a lock error: retry)"} if r is None else
-                    {"compiled": r.compiled, "correctness": r.correctness,
-                     "metadata": {k: str(v) for k, v in r.metadata.items()}}
+                    {"error": "upstream returned None (a lock error: retry)"}
+                    if r is None
+                    else {"compiled": r.compiled, "correctness": r.correctness, "metadata": {k: str(v) for k, v in r.metadata.items()}}
                 )
             except Exception as e:  # upstream raised: recorded, the next tolerance still runs
                 results[repr(tol)] = {"error": f"{type(e).__name__}: {e}"[:2000]}
@@ -206,6 +213,7 @@ class gpu_slot:
 
 # ---- the parent -------------------------------------------------------------------------------
 
+
 def run_all(args, rows):
     deadline = time.monotonic() + args.limit_s if args.limit_s else None
     lock = threading.Lock()
@@ -232,9 +240,13 @@ def run_all(args, rows):
                 rc = None
                 break
             spec = {
-                "upstream": os.path.abspath(args.upstream), "ref": ref, "custom": custom,
-                "tolerances": [tol], "build_dir": os.path.join(args.work, "build", name),
-                "slots": os.path.join(args.work, "slots"), "gpu_jobs": args.gpu_jobs,
+                "upstream": os.path.abspath(args.upstream),
+                "ref": ref,
+                "custom": custom,
+                "tolerances": [tol],
+                "build_dir": os.path.join(args.work, "build", name),
+                "slots": os.path.join(args.work, "slots"),
+                "gpu_jobs": args.gpu_jobs,
                 "result": os.path.join(args.work, f"{name}.{tol!r}.result.json"),
             }
             if os.path.exists(spec["result"]):
@@ -245,7 +257,9 @@ def run_all(args, rows):
             with open(os.path.join(args.work, f"{name}.{tol!r}.log"), "w") as log:
                 child = subprocess.Popen(
                     [sys.executable, os.path.abspath(__file__), args.corpus, "--row", spec_path],
-                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
                 )
                 try:
                     rc = child.wait(timeout=left)
@@ -264,20 +278,20 @@ def run_all(args, rows):
                 counts["left"] += 1
             return
         why = f"timed out after {args.row_timeout:g} s" if rc is None else f"row process exit code {rc}"
-        record = {"key": key, "level": level, "number": number,
-                  "seconds": round(time.monotonic() - start, 1),
-                  "precompiled": results.get("precompiled"),
-                  "precompile_error": results.get("precompile_error")}
-        record["tolerances"] = {
-            repr(t): results.get(repr(t), {"error": why}) for t in args.tolerances
+        record = {
+            "key": key,
+            "level": level,
+            "number": number,
+            "seconds": round(time.monotonic() - start, 1),
+            "precompiled": results.get("precompiled"),
+            "precompile_error": results.get("precompile_error"),
         }
+        record["tolerances"] = {repr(t): results.get(repr(t), {"error": why}) for t in args.tolerances}
         with lock:
             with open(args.out, "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
             counts["written"] += 1
-        print(f"{key}: " + ", ".join(
-            f"{t}={v.get('correctness', v.get('error'))}" for t, v in record["tolerances"].items()
-        ), flush=True)
+        print(f"{key}: " + ", ".join(f"{t}={v.get('correctness', v.get('error'))}" for t, v in record["tolerances"].items()), flush=True)
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         list(pool.map(one, rows))

@@ -36,9 +36,7 @@ def kbench_runs(paths):
         tol = record["config"].get("kernelbench_tolerance")
         if tol is None:
             sys.exit(f"{path}: no config.kernelbench_tolerance (a record from before it)")
-        runs[float(tol)] = {
-            (e["task"]["level"], e["task"]["number"]): e for e in record["evaluations"]
-        }
+        runs[float(tol)] = {(e["task"]["level"], e["task"]["number"]): e for e in record["evaluations"]}
     return runs
 
 
@@ -52,8 +50,7 @@ def oracle_rows(*paths):
             for line in f:
                 if line.strip():
                     r = json.loads(line)
-                    rows.setdefault((r["level"], r["number"]), {}).update(
-                        {float(t): v for t, v in r["tolerances"].items()})
+                    rows.setdefault((r["level"], r["number"]), {}).update({float(t): v for t, v in r["tolerances"].items()})
     return rows
 
 
@@ -80,8 +77,7 @@ def upstream_detail(result):
     meta = result.get("metadata", {})
     keep = [k for k in meta if k not in ("hardware", "device")]
     shown = "; ".join(f"{k}={meta[k]}" for k in keep)
-    return f"compiled={result.get('compiled')} correctness={result.get('correctness')}" + (
-        f"; {shown}" if shown else "")
+    return f"compiled={result.get('compiled')} correctness={result.get('correctness')}" + (f"; {shown}" if shown else "")
 
 
 def cell(text, width=160):
@@ -126,8 +122,7 @@ def compare(oracle, runs):
             if not same:
                 differ.append((task, t, e, mine, up))
         out.append("| " + " | ".join(row) + " |")
-    out += ["", "| tolerance | rows compared | agree | differ | missing on one side |",
-            "| --- | --- | --- | --- | --- |"]
+    out += ["", "| tolerance | rows compared | agree | differ | missing on one side |", "| --- | --- | --- | --- | --- |"]
     for t in tolerances:
         c = agree[t]
         out.append(f"| {t:g} | {c['agree'] + c['differ']} | {c['agree']} | {c['differ']} | {c['missing']} |")
@@ -135,14 +130,9 @@ def compare(oracle, runs):
     out += [f"| {v} | {n} |" for v, n in sorted(classes.items(), key=lambda kv: (-kv[1], kv[0]))]
     out += ["", f"Disagreements: {len(differ)}", ""]
     if differ:
-        out += ["| task | tolerance | kbench verdict | kbench's KernelBench verdict | kbench's reason | upstream |",
-                "| --- | --- | --- | --- | --- | --- |"]
+        out += ["| task | tolerance | kbench verdict | kbench's KernelBench verdict | kbench's reason | upstream |", "| --- | --- | --- | --- | --- | --- |"]
         for task, t, e, mine, up in differ:
-            out.append(
-                f"| level{task[0]}/{task[1]} | {t:g} | {e['verdict']} | "
-                f"{yes_no(mine)} | {cell(e.get('reason', ''))} | "
-                f"{cell(upstream_detail(up))} |"
-            )
+            out.append(f"| level{task[0]}/{task[1]} | {t:g} | {e['verdict']} | {yes_no(mine)} | {cell(e.get('reason', ''))} | {cell(upstream_detail(up))} |")
     return "\n".join(out) + "\n", agree
 
 

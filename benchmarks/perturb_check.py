@@ -65,7 +65,11 @@ def run(submission, task):
         with tempfile.TemporaryDirectory() as here:  # what a submission writes goes there
             out = subprocess.run(
                 [sys.executable, __file__, "--one", str(submission.resolve()), str(task.resolve())],
-                capture_output=True, text=True, timeout=600, env=env, cwd=here,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                env=env,
+                cwd=here,
             ).stdout
         return json.loads(out.strip().splitlines()[-1])
     except (subprocess.TimeoutExpired, IndexError, json.JSONDecodeError):

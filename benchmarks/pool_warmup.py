@@ -54,7 +54,11 @@ def run(submission, task, worker):
         with tempfile.TemporaryDirectory() as here:
             out = subprocess.run(
                 [sys.executable, __file__, "--one", str(submission.resolve()), str(task.resolve())],
-                capture_output=True, text=True, timeout=240, env=env, cwd=here,
+                capture_output=True,
+                text=True,
+                timeout=240,
+                env=env,
+                cwd=here,
             ).stdout
         return json.loads(out.strip().splitlines()[-1])
     except (subprocess.TimeoutExpired, IndexError, json.JSONDecodeError):
@@ -77,8 +81,10 @@ def main():
     building = [f for f in files if BUILDS.search(f.read_text(errors="replace"))]
     reached = [f for f in building if results[f]["loads"]]
     no_gpu = [f for f in building if not results[f]["loads"] and NO_GPU.search(results[f]["note"])]
-    print(f"{len(files)} files, {len(building)} build an extension: {len(reached)} reach their build in the pool, "
-          f"{len(no_gpu)} stop first for want of a GPU, {len(building) - len(reached) - len(no_gpu)} stop first otherwise")
+    print(
+        f"{len(files)} files, {len(building)} build an extension: {len(reached)} reach their build in the pool, "
+        f"{len(no_gpu)} stop first for want of a GPU, {len(building) - len(reached) - len(no_gpu)} stop first otherwise"
+    )
     if args.json:
         args.json.write_text(json.dumps({str(f.relative_to(args.tree)): r for f, r in results.items()}, indent=1))
 

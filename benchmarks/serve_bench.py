@@ -105,9 +105,10 @@ def eval_arm(args, items: list[dict], extra: list[str]) -> dict:
             shutil.rmtree(out, ignore_errors=True)
             sent = time.monotonic()
             subprocess.run(
-                [args.kbench, "eval", str(path), "--task", f"{item['level']}/{item['number']}",
-                 "--tasks", str(args.tasks), "--out", str(out), *extra],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+                [args.kbench, "eval", str(path), "--task", f"{item['level']}/{item['number']}", "--tasks", str(args.tasks), "--out", str(out), *extra],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                check=False,
             )
             try:
                 record = json.loads((out / "results.json").read_text())
@@ -132,9 +133,10 @@ def serve_arm(args, items: list[dict], tasks: list, extra: list[str]) -> dict:
     shutil.rmtree(args.out / "serve-run", ignore_errors=True)
     started = time.monotonic()
     service = subprocess.Popen(
-        [args.kbench, "serve", "--listen", "127.0.0.1:0", "--tasks", str(args.tasks), "--only", only,
-         "--out", str(args.out / "serve-run"), "--queue", str(max(64, len(items))), *extra],
-        stdout=subprocess.PIPE, stderr=open(args.out / "serve.log", "w"), text=True,
+        [args.kbench, "serve", "--listen", "127.0.0.1:0", "--tasks", str(args.tasks), "--only", only, "--out", str(args.out / "serve-run"), "--queue", str(max(64, len(items))), *extra],
+        stdout=subprocess.PIPE,
+        stderr=open(args.out / "serve.log", "w"),
+        text=True,
     )
     url = service.stdout.readline().strip()
     if not url.startswith("http"):
@@ -193,7 +195,7 @@ def serve_arm(args, items: list[dict], tasks: list, extra: list[str]) -> dict:
 
 def main() -> None:
     argv = sys.argv[1:]
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--submissions", type=Path, required=True)
@@ -223,11 +225,7 @@ def main() -> None:
 
 def summarize(args, items: list[dict], tasks: list, extra: list[str]) -> None:
     """serve_bench.json and the table, from whichever arms OUT holds."""
-    arms = {
-        arm: json.loads((args.out / f"{arm}.json").read_text())
-        for arm in ("serve", "eval")
-        if (args.out / f"{arm}.json").exists()
-    }
+    arms = {arm: json.loads((args.out / f"{arm}.json").read_text()) for arm in ("serve", "eval") if (args.out / f"{arm}.json").exists()}
     served, evaluated = arms.get("serve"), arms.get("eval")
     report = {
         "command": [sys.executable, *sys.argv],
@@ -239,15 +237,9 @@ def summarize(args, items: list[dict], tasks: list, extra: list[str]) -> None:
     }
     print("| arm | candidates | seconds | candidates per hour |\n|---|---|---|---|")
     if served:
-        print(
-            f"| serve ({args.clients} clients) | {served['answered']} of {len(items)} "
-            f"| {served['seconds']:.0f} | {served['candidates_per_hour']:.0f} |"
-        )
+        print(f"| serve ({args.clients} clients) | {served['answered']} of {len(items)} | {served['seconds']:.0f} | {served['candidates_per_hour']:.0f} |")
     if evaluated and evaluated["calls"]:
-        print(
-            f"| eval, one candidate per call | {evaluated['calls']} of {evaluated['of']} "
-            f"| {evaluated['seconds']:.0f} | {evaluated['candidates_per_hour']:.0f} |"
-        )
+        print(f"| eval, one candidate per call | {evaluated['calls']} of {evaluated['of']} | {evaluated['seconds']:.0f} | {evaluated['candidates_per_hour']:.0f} |")
     if served and evaluated and evaluated["calls"]:
         report["ratio"] = served["candidates_per_hour"] / evaluated["candidates_per_hour"]
         report["verdicts_differ"] = [
@@ -256,17 +248,11 @@ def summarize(args, items: list[dict], tasks: list, extra: list[str]) -> None:
             if e is not None and s is not None and s != e
         ]
         compared = sum(e is not None and s is not None for s, e in zip(served["verdicts"], evaluated["verdicts"]))
-        print(
-            f"\nserve / eval: {report['ratio']:.2f}x; verdicts that differ: "
-            f"{len(report['verdicts_differ'])} of {compared}"
-        )
+        print(f"\nserve / eval: {report['ratio']:.2f}x; verdicts that differ: {len(report['verdicts_differ'])} of {compared}")
     if served:
         print(f"service ready after {served['ready_s']:.1f} s (probe, task facts)")
         if served["cached_level1_s"]:
-            print(
-                f"median request to reply, {served['cached_task']} with its build cached "
-                f"({len(served['cached_level1_s'])} requests): {statistics.median(served['cached_level1_s']):.2f} s"
-            )
+            print(f"median request to reply, {served['cached_task']} with its build cached ({len(served['cached_level1_s'])} requests): {statistics.median(served['cached_level1_s']):.2f} s")
     (args.out / "serve_bench.json").write_text(json.dumps(report, indent=1))
 
 

@@ -82,10 +82,7 @@ def read_rows(csv_path=CSV_PATH):
         # `no` alone, or `no: <a change that does not matter>` (two rows say why they are `no`).
         head = verdict.split(":", 1)[0].strip()
         if head not in ("no", "yes"):
-            raise V0Error(
-                f"level{row['level']}/{row['id']}: renamed_or_changed must start with no or yes, "
-                f"not {verdict!r}"
-            )
+            raise V0Error(f"level{row['level']}/{row['id']}: renamed_or_changed must start with no or yes, not {verdict!r}")
         row["reproducible"] = head == "no"
     return rows
 
@@ -155,13 +152,7 @@ def _top_level_assignments(tree):
 
 
 def _is_torch_rand(node):
-    return (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "rand"
-        and isinstance(node.func.value, ast.Name)
-        and node.func.value.id == "torch"
-    )
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "rand" and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"
 
 
 def to_v0(source, constants, label="<task>"):
@@ -177,10 +168,7 @@ def to_v0(source, constants, label="<task>"):
             continue
         values = {repr(constants[n]) for n in hits}
         if not plain or len(hits) != len(names) or len(values) != 1:
-            raise V0Error(
-                f"{label}: line {node.lineno} assigns {', '.join(hits)} together with other "
-                "targets; cannot give it a single v0 value"
-            )
+            raise V0Error(f"{label}: line {node.lineno} assigns {', '.join(hits)} together with other targets; cannot give it a single v0 value")
         value = constants[hits[0]]
         start, end = src.span(node.value)
         src.replace(start, end, _literal_text(value, _is_list_expr(node.value)))
@@ -253,10 +241,7 @@ def main(argv=None):
         written, skipped = build(out_dir)
     except V0Error as e:
         sys.exit(f"v0_tree: {e}")
-    print(
-        f"wrote {len(written)} v0 tasks to {out_dir}, skipped {len(skipped)} "
-        f"({len(written) + len(skipped)} rows)"
-    )
+    print(f"wrote {len(written)} v0 tasks to {out_dir}, skipped {len(skipped)} ({len(written) + len(skipped)} rows)")
 
 
 if __name__ == "__main__":

@@ -21,11 +21,7 @@ def handlers(path):
     """{entry point: (calls, seconds)} of one worker's profile: kbench's functions with no
     profiled caller (the handlers `runcall` called, and callbacks from C code)."""
     stats = pstats.Stats(str(path)).stats
-    return {
-        f"{Path(file).name}:{name}": (calls, cumulative)
-        for (file, _, name), (_, calls, _, cumulative, callers) in stats.items()
-        if not callers and "kbench_worker" in file
-    }
+    return {f"{Path(file).name}:{name}": (calls, cumulative) for (file, _, name), (_, calls, _, cumulative, callers) in stats.items() if not callers and "kbench_worker" in file}
 
 
 def handler_table(paths):
@@ -64,7 +60,7 @@ def main():
             stats.stream = out
             stats.sort_stats(order).print_stats(*([pattern] if pattern else []), args.top)
             table = out.getvalue()
-            print(f"### {title}\n\n```\n{table[table.find('   ncalls'):].rstrip()}\n```\n")
+            print(f"### {title}\n\n```\n{table[table.find('   ncalls') :].rstrip()}\n```\n")
 
 
 if __name__ == "__main__":

@@ -210,3 +210,21 @@ fn short(x: f64) -> String {
         format!("{x:.2e}")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The worker's `kernelbench.NEVER` and kbench's `KERNELBENCH_NEVER` are one value: the
+    /// least tolerance a trial needs reads "none passes" only where both sides agree on it.
+    #[test]
+    fn never_is_the_same_value_on_both_sides() {
+        let source = include_str!("../worker/python/kbench_worker/kernelbench.py");
+        let never: f64 = source
+            .lines()
+            .find_map(|line| line.strip_prefix("NEVER = "))
+            .expect("kernelbench.py defines NEVER")
+            .trim()
+            .parse()
+            .expect("NEVER is a number");
+        assert_eq!(never, super::KERNELBENCH_NEVER);
+    }
+}

@@ -27,8 +27,7 @@ ninja: build stopped: subcommand failed.
     [
         (
             NVCC,
-            "environment: the installed nvcc no longer supports compute_70 (--compat raises it); "
-            "extension 'fused_ext' failed to build: nvcc fatal : Unsupported gpu architecture 'compute_70'",
+            "environment: the installed nvcc no longer supports compute_70 (--compat raises it); extension 'fused_ext' failed to build: nvcc fatal : Unsupported gpu architecture 'compute_70'",
         ),
         (GCC, "extension 'relu' failed to build: main.cpp:7:32: error: cannot convert 'float*' to 'int*' in initialization"),
     ],
@@ -59,10 +58,7 @@ def test_a_dispatch_on_tensor_type_is_named_toolchain_drift(text):
 
     message = cause.build_message(RuntimeError(text))
     version = torch.__version__.split("+")[0]
-    assert message.startswith(
-        f"environment: the kernel uses AT_DISPATCH on x.type(), which torch {version} removed (use x.scalar_type()); "
-        "extension 'relu' failed to build: "
-    )
+    assert message.startswith(f"environment: the kernel uses AT_DISPATCH on x.type(), which torch {version} removed (use x.scalar_type()); extension 'relu' failed to build: ")
     assert "DeprecatedTypeProperties" in message
 
 
@@ -71,9 +67,7 @@ def test_a_kernel_error_is_not_drift():
 
 
 def test_a_build_failure_without_compiler_output_says_what_it_has():
-    assert cause.build_message(RuntimeError("Error building extension 'x'")) == (
-        "extension 'x' failed to build: RuntimeError: Error building extension 'x'"
-    )
+    assert cause.build_message(RuntimeError("Error building extension 'x'")) == ("extension 'x' failed to build: RuntimeError: Error building extension 'x'")
 
 
 def test_a_torchscript_error_names_the_raised_exception():
@@ -84,9 +78,7 @@ def test_a_torchscript_error_names_the_raised_exception():
         "    return torch.mm(x, w)\n"
         "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x3 and 5x6)\n"
     )
-    assert cause.line(RuntimeError(text)) == (
-        "TorchScript RuntimeError: RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x3 and 5x6)"
-    )
+    assert cause.line(RuntimeError(text)) == ("TorchScript RuntimeError: RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x3 and 5x6)")
 
 
 def test_any_other_error_is_its_first_line_clipped():
@@ -192,8 +184,7 @@ def test_builds_run_quietly_whatever_the_submission_asked(monkeypatch):
     cpp_extension.load("b", ["b.cpp"], None, None, None, None, None, None, True)  # verbose by position
     assert seen == [
         {"name": "a", "sources": ["a.cpp"], "verbose": False},
-        {"name": "b", "sources": ["b.cpp"], "extra_cflags": None, "extra_cuda_cflags": None, "extra_sycl_cflags": None,
-         "extra_ldflags": None, "extra_include_paths": None, "verbose": False},
+        {"name": "b", "sources": ["b.cpp"], "extra_cflags": None, "extra_cuda_cflags": None, "extra_sycl_cflags": None, "extra_ldflags": None, "extra_include_paths": None, "verbose": False},
     ]
 
 

@@ -9,7 +9,7 @@ from kbench_worker import compile as pool
 from kbench_worker import kernels
 from kbench_worker.messages import Compile, Warm
 
-GATED = '''
+GATED = """
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -20,7 +20,7 @@ ext = load_inline(name="gated", cpp_sources="") if torch.cuda.is_available() els
 class ModelNew(nn.Module):
     def forward(self, x):
         return torch.relu(x)
-'''
+"""
 
 
 @pytest.mark.parametrize("device,builds", [("cuda", True), ("cpu", False)])
@@ -40,7 +40,7 @@ def test_a_build_gated_on_a_gpu_runs_in_the_pool_of_a_gpu_run(tmp_path, monkeypa
     assert torch.cuda.is_available() is False, "the pretence ends with the submission's code"
 
 
-BUILDS_IN_INIT = '''
+BUILDS_IN_INIT = """
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -55,10 +55,10 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
         return torch.relu(x)
-'''
+"""
 
 
-BUILDS_AFTER_ITEM = '''
+BUILDS_AFTER_ITEM = """
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -75,7 +75,7 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
         return torch.relu(x)
-'''
+"""
 
 
 @pytest.mark.parametrize("source", [BUILDS_IN_INIT, BUILDS_AFTER_ITEM], ids=["after_a_tensor", "after_item"])

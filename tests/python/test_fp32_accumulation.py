@@ -171,9 +171,7 @@ def checked(tmp_path, task_text, body, kernelbench_tolerance=None):
     cand = Candidate(Load(**load, submission=str(sub)))
     req = Trial(seed=7, forward_seed=11, out=str(tmp_path / "out.pt"), transport="file", deep=False, variant=None)
     cand.trial(req)
-    return Reference(Load(**load)).check(
-        CheckOutputs(seed=7, forward_seed=11, variant=None, deep=False, candidate_out=req.out, kernelbench_tolerance=kernelbench_tolerance)
-    )
+    return Reference(Load(**load)).check(CheckOutputs(seed=7, forward_seed=11, variant=None, deep=False, candidate_out=req.out, kernelbench_tolerance=kernelbench_tolerance))
 
 
 # As `kbench import cuda-l2` writes it for this layout.

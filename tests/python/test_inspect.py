@@ -90,8 +90,10 @@ def test_tuple_elements_are_listed_one_by_one():
 
 def test_a_broken_task_reports_errors_without_raising(tmp_path):
     path = tmp_path / "broken.py"
-    path.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        raise RuntimeError('no')\n"
-                    "n = 4\ndef get_inputs():\n    return [torch.rand(n)]\ndef get_init_inputs():\n    return []\n")
+    path.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        raise RuntimeError('no')\n"
+        "n = 4\ndef get_inputs():\n    return [torch.rand(n)]\ndef get_init_inputs():\n    return []\n"
+    )
     facts = inspect_task(path)
     assert facts["flops"] is None and facts["degenerate"] is None
     assert any("RuntimeError: no" in e for e in facts["errors"])
@@ -100,8 +102,9 @@ def test_a_broken_task_reports_errors_without_raising(tmp_path):
 
 def test_worker_role_answers_over_the_protocol(tmp_path):
     path = tmp_path / "tiny.py"
-    path.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
-                    "n = 4\ndef get_inputs():\n    return [torch.rand(n)]\ndef get_init_inputs():\n    return []\n")
+    path.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\nn = 4\ndef get_inputs():\n    return [torch.rand(n)]\ndef get_init_inputs():\n    return []\n"
+    )
     (tmp_path / "scale.toml").write_text('["tiny"]\nsmall = { n = 3 }\n')
     req_r, req_w = os.pipe()
     rep_r, rep_w = os.pipe()

@@ -44,7 +44,6 @@ def get_init_inputs():
 """
 
 
-
 def evaluate(tmp_path, body, task=TASK, overrides=None):
     task_path = write(tmp_path, "task.py", task)
     sub = write(tmp_path, "sub.py", "import torch\nimport torch.nn as nn\n" + textwrap.dedent(body))

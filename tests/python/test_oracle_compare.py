@@ -33,9 +33,7 @@ def record(tmp_path, name, tol, evals, gz):
 
 def oracle(tmp_path, rows):
     path = tmp_path / "oracle.jsonl"
-    path.write_text("".join(json.dumps(
-        {"key": f"level{lv}/{n}", "level": lv, "number": n, "tolerances": tols}) + "\n"
-        for (lv, n), tols in rows.items()))
+    path.write_text("".join(json.dumps({"key": f"level{lv}/{n}", "level": lv, "number": n, "tolerances": tols}) + "\n" for (lv, n), tols in rows.items()))
     return str(path)
 
 
@@ -48,21 +46,17 @@ STRICT = [  # at 1e-4: 1/1 agrees, 1/2 kbench passes what upstream fails, 2/3 bo
     evaluation(1, 2, "incorrect", True, "outputs.alias: output 0 is input 0"),
     evaluation(2, 3, "compile_error", None, "nvcc failed"),
 ]
-LOOSE = [evaluation(1, 1, "no_kernel", True), evaluation(1, 2, "incorrect", True),
-         evaluation(2, 3, "compile_error", None)]
+LOOSE = [evaluation(1, 1, "no_kernel", True), evaluation(1, 2, "incorrect", True), evaluation(2, 3, "compile_error", None)]
 ORACLE = {
     (1, 1): {"0.0001": ok(True), "0.01": ok(True)},
-    (1, 2): {"0.0001": {"compiled": True, "correctness": False,
-                        "metadata": {"max_difference": "['0.0002']", "hardware": "H100"}},
-             "0.01": ok(True)},
+    (1, 2): {"0.0001": {"compiled": True, "correctness": False, "metadata": {"max_difference": "['0.0002']", "hardware": "H100"}}, "0.01": ok(True)},
     (2, 3): {"0.0001": {"error": "timed out after 300 s"}, "0.01": {"compiled": False, "correctness": False}},
 }
 
 
 @pytest.mark.parametrize("gz", [False, True])
 def test_agreement_per_tolerance_and_the_disagreeing_row(tmp_path, gz):
-    runs = compare.kbench_runs([record(tmp_path, "strict", 1e-4, STRICT, gz),
-                                record(tmp_path, "loose", 1e-2, LOOSE, gz)])
+    runs = compare.kbench_runs([record(tmp_path, "strict", 1e-4, STRICT, gz), record(tmp_path, "loose", 1e-2, LOOSE, gz)])
     table, agree = compare.compare(compare.oracle_rows(oracle(tmp_path, ORACLE)), runs)
     assert (agree[1e-4]["agree"], agree[1e-4]["differ"]) == (2, 1)
     assert (agree[1e-2]["agree"], agree[1e-2]["differ"]) == (3, 0)

@@ -288,9 +288,7 @@ def test_the_workers_write_every_reply_field_kbench_reads():
     assert unwritten_replies(made_up, ROLES) == {("time", "jitter_ms")}
     check = next(e for e in commands if e["cmd"] == "check")
     borrowed = [{"cmd": "trial", "request": [], "reply": check["reply"]}]
-    assert unwritten_replies(borrowed, {candidate: ROLES[candidate]}) == {
-        ("trial", field["name"]) for field in check["reply"] if field["name"] not in ("checks", "contract", "correct", "reason")
-    }
+    assert unwritten_replies(borrowed, {candidate: ROLES[candidate]}) == {("trial", field["name"]) for field in check["reply"] if field["name"] not in ("checks", "contract", "correct", "reason")}
 
 
 class FakeChannel:
@@ -349,7 +347,7 @@ def test_worker_profile_is_written_after_each_request(tmp_path, monkeypatch):
             seen.append((body, sorted(p.name for p in tmp_path.glob("*.prof"))))
 
     protocol.serve(Channel(), {"ping": busy}, failure=None)
-    (body, files), = seen
+    ((body, files),) = seen
     assert body == {"ok": True, "n": 49_995_000} and len(files) == 1, seen
     functions = {name for _, _, name in pstats.Stats(str(tmp_path / files[0])).stats}
     assert "busy" in functions, functions

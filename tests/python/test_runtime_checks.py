@@ -62,7 +62,6 @@ def get_init_inputs():
 """
 
 
-
 def submission(body, imports="import torch\nimport torch.nn as nn\n"):
     return imports + textwrap.dedent(body)
 
@@ -213,9 +212,7 @@ def _check(tmp_path, task, body, deep=True, atol=0.5, rtol=0.5, kernelbench_tole
     cand = make_candidate(tmp_path, body, task=task, scale=None, atol=atol, rtol=rtol)
     ran, req = trial(cand, tmp_path, deep=deep, variant=variant)
     ref = Reference(Load(device="cpu", precision="fp32", atol=atol, rtol=rtol, task=str(task), set={}))
-    check = CheckOutputs(
-        seed=req.seed, forward_seed=req.forward_seed, variant=req.variant, deep=req.deep, candidate_out=req.out, kernelbench_tolerance=kernelbench_tolerance
-    )
+    check = CheckOutputs(seed=req.seed, forward_seed=req.forward_seed, variant=req.variant, deep=req.deep, candidate_out=req.out, kernelbench_tolerance=kernelbench_tolerance)
     return ran, ref.check(check)
 
 
@@ -846,8 +843,7 @@ def test_a_reused_output_buffer_breaks_the_contract_and_hands_over_its_first_val
                     self.calls += 1
                     return torch.sigmoid(x) + self.calls
             """,
-            "determinism.rerun: output 0 differs between two calls on the same inputs: max abs diff 2 (atol 0.01, rtol 0.01); "
-            "forward keeps state between calls (the call changed calls)",
+            "determinism.rerun: output 0 differs between two calls on the same inputs: max abs diff 2 (atol 0.01, rtol 0.01); forward keeps state between calls (the call changed calls)",
         ),
     ],
     ids=["in_place", "buffer", "state"],
@@ -1155,7 +1151,6 @@ def test_bits_compare_every_dtype():
     for t in (torch.randn(3), torch.randn(3).half(), torch.tensor([True, False]), torch.randn(2, dtype=torch.complex64)):
         assert outputs.same_bits(t, t.clone())
     assert not outputs.same_bits(torch.tensor([0.0]), torch.tensor([-0.0]))
-
 
 
 # -- the control arm of the process check ----------------------------------------------------

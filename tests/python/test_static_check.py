@@ -77,7 +77,9 @@ TRIPS = [
     ("set_stream", py("def f(s):\n    torch.cuda.set_stream(s)\n"), "python.streams", "warning", 5),
     ("stream_from_import", py("from torch.cuda import Stream as S\ns = S()\n"), "python.streams", "warning", 4),
     # python.try_fallback
-    ("try_fallback_functional", py("""\
+    (
+        "try_fallback_functional",
+        py("""\
         import torch.nn.functional as F
         class ModelNew(nn.Module):
             def forward(self, x):
@@ -85,16 +87,28 @@ TRIPS = [
                     return ext.relu(x)
                 except RuntimeError:
                     return F.relu(x)
-        """), "python.try_fallback", "warning", 9),
-    ("try_fallback_torch_op", py("""\
+        """),
+        "python.try_fallback",
+        "warning",
+        9,
+    ),
+    (
+        "try_fallback_torch_op",
+        py("""\
         class ModelNew(nn.Module):
             def forward(self, a, b):
                 try:
                     return ext.mm(a, b)
                 except Exception:
                     return torch.matmul(a, b)
-        """), "python.try_fallback", "warning", 8),
-    ("try_fallback_layer", py("""\
+        """),
+        "python.try_fallback",
+        "warning",
+        8,
+    ),
+    (
+        "try_fallback_layer",
+        py("""\
         class ModelNew(nn.Module):
             def __init__(self):
                 super().__init__()
@@ -104,16 +118,28 @@ TRIPS = [
                     return ext.gemm(x, self.fc.weight)
                 except Exception:
                     return self.fc(x)
-        """), "python.try_fallback", "warning", 11),
-    ("try_fallback_reference_model", py("""\
+        """),
+        "python.try_fallback",
+        "warning",
+        11,
+    ),
+    (
+        "try_fallback_reference_model",
+        py("""\
         class ModelNew(nn.Module):
             def forward(self, x):
                 try:
                     return ext.f(x)
                 except Exception:
                     return Model()(x)
-        """), "python.try_fallback", "warning", 8),
-    ("try_fallback_via_method", py("""\
+        """),
+        "python.try_fallback",
+        "warning",
+        8,
+    ),
+    (
+        "try_fallback_via_method",
+        py("""\
         class ModelNew(nn.Module):
             def slow(self, x):
                 return torch.softmax(x, dim=1)
@@ -122,14 +148,24 @@ TRIPS = [
                     return ext.f(x)
                 except Exception:
                     return self.slow(x)
-        """), "python.try_fallback", "warning", 10),
-    ("try_fallback_matmul_operator", py("""\
+        """),
+        "python.try_fallback",
+        "warning",
+        10,
+    ),
+    (
+        "try_fallback_matmul_operator",
+        py("""\
         def f(a, b):
             try:
                 return ext.mm(a, b)
             except Exception:
                 return a @ b
-        """), "python.try_fallback", "warning", 7),
+        """),
+        "python.try_fallback",
+        "warning",
+        7,
+    ),
     # python.task_globals
     ("task_global_module_level", py("batch_size = 16\n"), "python.task_globals", "info", 4),
     ("task_global_via_global", py("def shrink():\n    global batch_size\n    batch_size = 1\n"), "python.task_globals", "warning", 6),
@@ -158,16 +194,28 @@ TRIPS = [
     # python.cuda_graph
     ("cuda_graph_python", py("g = torch.cuda.CUDAGraph()\n"), "python.cuda_graph", "info", 4),
     # cuda.stream_create
-    ("cudaStreamCreate", cuda("""\
+    (
+        "cudaStreamCreate",
+        cuda("""\
         void f() {
             cudaStream_t s;
             cudaStreamCreate(&s);
         }
-        """), "cuda.stream_create", "warning", 7),
-    ("cudaStreamCreateWithFlags", cuda("""\
+        """),
+        "cuda.stream_create",
+        "warning",
+        7,
+    ),
+    (
+        "cudaStreamCreateWithFlags",
+        cuda("""\
         cudaStream_t s;
         void f() { cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); }
-        """), "cuda.stream_create", "warning", 6),
+        """),
+        "cuda.stream_create",
+        "warning",
+        6,
+    ),
     ("cudaStreamCreateWithPriority", cuda("void f() { cudaStream_t s; cudaStreamCreateWithPriority(&s, 0, -1); }\n"), "cuda.stream_create", "warning", 5),
     ("getStreamFromPool", cuda("auto s = at::cuda::getStreamFromPool(true);\n"), "cuda.stream_create", "warning", 5),
     ("stream_per_thread", cuda("void f() { k<<<1, 1, 0, cudaStreamPerThread>>>(); }\n"), "cuda.stream_create", "warning", 5),
@@ -175,23 +223,37 @@ TRIPS = [
     ("stream_create_split_literal", py('src = "void f() { cudaStream" "Create(&s); }"\n'), "cuda.stream_create", "warning", 4),
     ("stream_create_concat", py('src = "void f() { cudaStream" + "Create(&s); }"\n'), "cuda.stream_create", "warning", 4),
     # cuda.graph
-    ("cudaGraphLaunch", cuda("""\
+    (
+        "cudaGraphLaunch",
+        cuda("""\
         void f(cudaGraphExec_t g, cudaStream_t s) {
             cudaGraphLaunch(g, s);
         }
-        """), "cuda.graph", "warning", 6),
+        """),
+        "cuda.graph",
+        "warning",
+        6,
+    ),
     ("cudaStreamBeginCapture", cuda("void f(cudaStream_t s) { cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal); }\n"), "cuda.graph", "warning", 5),
     # cuda.l2_persistence
-    ("accessPolicyWindow", cuda("""\
+    (
+        "accessPolicyWindow",
+        cuda("""\
         void f(cudaStream_t s, void* p, size_t n) {
             cudaStreamAttrValue attr;
             attr.accessPolicyWindow.base_ptr = p;
             cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &attr);
         }
-        """), "cuda.l2_persistence", "warning", 7),
+        """),
+        "cuda.l2_persistence",
+        "warning",
+        7,
+    ),
     ("persisting_limit", cuda("void f() { cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 1 << 25); }\n"), "cuda.l2_persistence", "warning", 5),
     # cuda.launch_attributes
-    ("launch_ex_pdl", cuda("""\
+    (
+        "launch_ex_pdl",
+        cuda("""\
         void f() {
             cudaLaunchConfig_t cfg = {};
             cudaLaunchAttribute attrs[1];
@@ -200,8 +262,14 @@ TRIPS = [
             cfg.numAttrs = 1;
             cudaLaunchKernelEx(&cfg, kernel, 1);
         }
-        """), "cuda.launch_attributes", "warning", 11),
-    ("launch_ex_cluster_info", cuda("""\
+        """),
+        "cuda.launch_attributes",
+        "warning",
+        11,
+    ),
+    (
+        "launch_ex_cluster_info",
+        cuda("""\
         void f() {
             cudaLaunchConfig_t cfg = {};
             cudaLaunchAttribute attrs[1];
@@ -209,15 +277,25 @@ TRIPS = [
             cfg.numAttrs = 1;
             cudaLaunchKernelEx(&cfg, kernel, 1);
         }
-        """), "cuda.launch_attributes", "info", 10),
+        """),
+        "cuda.launch_attributes",
+        "info",
+        10,
+    ),
     # cuda.host_thread
-    ("std_thread", cuda("""\
+    (
+        "std_thread",
+        cuda("""\
         #include <thread>
         void f() {
             std::thread t([] { launch(); });
             t.detach();
         }
-        """), "cuda.host_thread", "warning", 7),
+        """),
+        "cuda.host_thread",
+        "warning",
+        7,
+    ),
     ("pthread_create", cuda("void f() { pthread_t t; pthread_create(&t, nullptr, work, nullptr); }\n"), "cuda.host_thread", "warning", 5),
     ("std_async", cuda("auto fut = std::async(std::launch::async, work);\n"), "cuda.host_thread", "warning", 5),
     # cuda.native_hook
@@ -230,68 +308,104 @@ QUIET = [
     ("frame_word_in_name", py("frame_count = 3\ninspected = True\n"), "python.frame_access"),
     ("gc_collect", py("import gc\ngc.collect()\n"), "python.gc_scan"),
     ("ctypes_in_string", py('msg = "ctypes is not used"\n'), "python.ctypes"),
-    ("self_attribute", py("class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.time = 0\n        self.record = []\n        self.allclose = True\n"), "python.patch_attribute"),
+    (
+        "self_attribute",
+        py("class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.time = 0\n        self.record = []\n        self.allclose = True\n"),
+        "python.patch_attribute",
+    ),
     ("local_name_rebinding", py("from time import perf_counter\nperf_counter = None\n"), "python.patch_attribute"),
     ("setattr_on_self", py("class A:\n    def f(self, name, v):\n        setattr(self, name, v)\n"), "python.patch_attribute"),
     ("tf32_off", py("torch.backends.cuda.matmul.allow_tf32 = False\n"), "python.reduced_precision"),
     ("threading_in_comment", py("# we do not use threading here\nx = 'threading'\n"), "python.threads"),
     ("current_stream_python", py("def f():\n    s = torch.cuda.current_stream()\n    s.synchronize()\n    stream_count = 1\n"), "python.streams"),
     ("stream_word_in_names", py("stream = None\ndef my_stream_helper(stream_id):\n    return stream_id\n"), "python.streams"),
-    ("try_reraise", py("""\
+    (
+        "try_reraise",
+        py("""\
         class ModelNew(nn.Module):
             def forward(self, x):
                 try:
                     return ext.relu(x)
                 except RuntimeError as e:
                     raise RuntimeError(f"kernel failed: {e}") from e
-        """), "python.try_fallback"),
+        """),
+        "python.try_fallback",
+    ),
     ("try_import_fallback", py("try:\n    import triton\nexcept ImportError:\n    triton = None\n"), "python.try_fallback"),
-    ("try_extension_handle_in_handler", py("""\
+    (
+        "try_extension_handle_in_handler",
+        py("""\
         ext = load_inline(name="x", cpp_sources="", cuda_sources="")
         def f(x):
             try:
                 return ext.relu_vec4(x)
             except RuntimeError:
                 return ext.relu(x)
-        """), "python.try_fallback"),
+        """),
+        "python.try_fallback",
+    ),
     ("try_cuda_sync_in_handler", py("try:\n    pass\nexcept Exception:\n    torch.cuda.synchronize()\n    print('failed')\n"), "python.try_fallback"),
-    ("nn_linear_parameter_container", py("""\
+    (
+        "nn_linear_parameter_container",
+        py("""\
         class ModelNew(nn.Module):
             def __init__(self, in_features, out_features):
                 super().__init__()
                 self.gemm = nn.Linear(in_features, out_features)
             def forward(self, x):
                 return ext.gemm(x, self.gemm.weight, self.gemm.bias)
-        """), None),
+        """),
+        None,
+    ),
     ("global_non_task_name", py("_ext = None\ndef get_ext():\n    global _ext\n    _ext = 1\n    return _ext\n"), "python.task_globals"),
     ("local_task_name", py("def f(x):\n    batch_size = x.shape[0]\n    return batch_size\n"), "python.task_globals"),
     ("tensor_annotation", py("def f(x: torch.Tensor) -> torch.Tensor:\n    return x\n"), "python.tensor_subclass"),
     ("environ_read", py('import os\nv = os.environ.get("CUDA_HOME")\nw = os.environ["PATH"]\n'), "python.cuda_environ"),
-    ("current_stream_cpp", cuda("""\
+    (
+        "current_stream_cpp",
+        cuda("""\
         void f(float* y, const float* x, int n) {
             cudaStream_t stream = at::cuda::getCurrentCUDAStream();
             auto s2 = c10::cuda::getCurrentCUDAStream();
             relu<<<(n + 255) / 256, 256, 0, stream>>>(x, y, n);
         }
-        """), "cuda.stream_create"),
-    ("legacy_launch", cuda("""\
+        """),
+        "cuda.stream_create",
+    ),
+    (
+        "legacy_launch",
+        cuda("""\
         void f(float* y, const float* x, int n) {
             dim3 grid((n + 255) / 256), block(256);
             relu<<<grid, block>>>(x, y, n);
         }
-        """), "cuda.stream_create"),
-    ("stream_create_in_comment", cuda("""\
+        """),
+        "cuda.stream_create",
+    ),
+    (
+        "stream_create_in_comment",
+        cuda("""\
         // no cudaStreamCreate(&s) here: we launch on the current stream
         /* cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); */
         void f() {}
-        """), "cuda.stream_create"),
-    ("stream_create_in_cpp_string", cuda("""\
+        """),
+        "cuda.stream_create",
+    ),
+    (
+        "stream_create_in_cpp_string",
+        cuda("""\
         void f() { TORCH_CHECK(false, "cudaStreamCreate(&s) is not allowed"); }
-        """), "cuda.stream_create"),
+        """),
+        "cuda.stream_create",
+    ),
     ("stream_create_in_docstring", py('"""We never call cudaStreamCreate(&s) or std::thread t(f);"""\n'), None),
-    ("stream_create_raw_cpp_string", cuda("""\
+    (
+        "stream_create_raw_cpp_string",
+        cuda("""\
         const char* doc = R"x(cudaStreamCreate(&s); std::thread t;)x";
-        """), "cuda.stream_create"),
+        """),
+        "cuda.stream_create",
+    ),
     ("hardware_concurrency", cuda("unsigned n = std::thread::hardware_concurrency();\n#include <thread>\n"), "cuda.host_thread"),
     ("graph_word", cuda("// a CUDA graph would help\nint graph_nodes = 3;\n"), "cuda.graph"),
     ("digit_separator", cuda("const int n = 1'000'000; // cudaStreamCreate(\nint m = 2;\n"), "cuda.stream_create"),
@@ -380,12 +494,7 @@ def test_syntax_error_raises_and_check_file_reports(tmp_path):
 
 # Every task file, every example and every fixture that is not a cheat on purpose (cheat_*.py;
 # some cheats are only visible at run time).
-HONEST = sorted(
-    p
-    for base in ("tests/fixtures", "benchmarks/example", "level1", "level2", "level3")
-    for p in (ROOT / base).rglob("*.py")
-    if not p.name.startswith("cheat_")
-)
+HONEST = sorted(p for base in ("tests/fixtures", "benchmarks/example", "level1", "level2", "level3") for p in (ROOT / base).rglob("*.py") if not p.name.startswith("cheat_"))
 
 
 @pytest.mark.parametrize("path", HONEST, ids=[str(p.relative_to(ROOT)) for p in HONEST])
@@ -401,10 +510,7 @@ def test_honest_files_have_no_error(path):
 
 def test_imports_without_torch():
     """System python3 (no torch): the module and the role must import with the standard library."""
-    probe = (
-        "import sys; sys.path.insert(0, 'src/worker/python'); import kbench_worker.static_check as s; "
-        "assert 'torch' not in sys.modules; print(len(s.RULES))"
-    )
+    probe = "import sys; sys.path.insert(0, 'src/worker/python'); import kbench_worker.static_check as s; assert 'torch' not in sys.modules; print(len(s.RULES))"
     for exe in ("python3", sys.executable):
         out = subprocess.run([exe, "-S", "-c", probe], cwd=ROOT, capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
@@ -422,8 +528,11 @@ def test_check_role_over_protocol(tmp_path):
     env["PYTHONPATH"] = str(WORKER)
     env["KBENCH_PROTOCOL_FDS"] = f"{req_r},{resp_w}"
     proc = subprocess.Popen(
-        ["python3", "-m", "kbench_worker", "check"], env=env, pass_fds=(req_r, resp_w),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        ["python3", "-m", "kbench_worker", "check"],
+        env=env,
+        pass_fds=(req_r, resp_w),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     os.close(req_r)
     os.close(resp_w)

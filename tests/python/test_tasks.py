@@ -44,9 +44,7 @@ def dtype_name(value):
 def build(module):
     """Construct the model the way the harness does, recording parameter creation order."""
     created = []
-    handle = torch.nn.modules.module.register_module_parameter_registration_hook(
-        lambda mod, name, param: created.append(param)
-    )
+    handle = torch.nn.modules.module.register_module_parameter_registration_hook(lambda mod, name, param: created.append(param))
     try:
         torch.manual_seed(42)
         init = module.get_init_inputs()
@@ -77,9 +75,7 @@ def test_meta_matches_facts(fact):
         init, model, created = build(module)
         assert plain(list(init)) == fact["init_values"]
         inputs = module.get_inputs()
-        assert [list(x.shape) if isinstance(x, torch.Tensor) else [] for x in inputs] == [
-            i["shape"] for i in fact["inputs"]
-        ]
+        assert [list(x.shape) if isinstance(x, torch.Tensor) else [] for x in inputs] == [i["shape"] for i in fact["inputs"]]
         assert [dtype_name(x) for x in inputs] == [i["dtype"] for i in fact["inputs"]]
         params = [[n, list(p.shape)] for n, p in model.named_parameters()]
         assert params == fact["params"]

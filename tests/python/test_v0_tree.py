@@ -47,9 +47,7 @@ def plain(value):
 @pytest.fixture(scope="module")
 def v0(tmp_path_factory):
     out = tmp_path_factory.mktemp("v0") / "tree"
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), str(out)], capture_output=True, text=True, timeout=120
-    )
+    done = subprocess.run([sys.executable, str(SCRIPT), str(out)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return out, done.stdout.splitlines()
 
@@ -70,12 +68,8 @@ def test_written_plus_skipped_is_every_row(v0):
     skipped = [line for line in lines if line.startswith("skip ")]
     assert len(files) + len(skipped) == len(RAW_ROWS)
     assert files == sorted(f"level{r['level']}/{r['file_v0']}" for r in WRITTEN_ROWS)
-    assert sorted(s.split(":", 1)[0].removeprefix("skip ") for s in skipped) == sorted(
-        label(r) for r in ROWS if not r["reproducible"]
-    )
-    assert lines[-1] == (
-        f"wrote {len(files)} v0 tasks to {out}, skipped {len(skipped)} ({len(RAW_ROWS)} rows)"
-    )
+    assert sorted(s.split(":", 1)[0].removeprefix("skip ") for s in skipped) == sorted(label(r) for r in ROWS if not r["reproducible"])
+    assert lines[-1] == (f"wrote {len(files)} v0 tasks to {out}, skipped {len(skipped)} ({len(RAW_ROWS)} rows)")
 
 
 def _skeleton(source, constants, switch_rand):
@@ -83,19 +77,13 @@ def _skeleton(source, constants, switch_rand):
     torch.rand turned into torch.randn inside get_inputs), plus its comments."""
     tree = ast.parse(source)
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id in constants for t in node.targets
-        ):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in constants for t in node.targets):
             node.value = ast.Constant(None)
         if switch_rand and isinstance(node, ast.FunctionDef) and node.name == "get_inputs":
             for call in ast.walk(node):
                 if v0_tree._is_torch_rand(call):
                     call.func.attr = "randn"
-    comments = [
-        t.string
-        for t in tokenize.generate_tokens(io.StringIO(source).readline)
-        if t.type == tokenize.COMMENT
-    ]
+    comments = [t.string for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type == tokenize.COMMENT]
     return ast.dump(tree), comments
 
 
@@ -115,13 +103,9 @@ def test_written_file_has_v0_constants_and_nothing_else_changed(v0, row):
         else:
             assert type(got) is type(expected), name
     source = path.read_text()
-    get_inputs = next(
-        n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "get_inputs"
-    )
+    get_inputs = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "get_inputs")
     assert not any(v0_tree._is_torch_rand(c) for c in ast.walk(get_inputs))
-    assert _skeleton(source, row["constants"], False) == _skeleton(
-        original.read_text(), row["constants"], True
-    )
+    assert _skeleton(source, row["constants"], False) == _skeleton(original.read_text(), row["constants"], True)
 
 
 def _load_v0(out, level, stem):

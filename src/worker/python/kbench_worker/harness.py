@@ -288,12 +288,7 @@ def classify(exc, phase, kind=None):
 def describe(out):
     """Shape and dtype of an output as plain JSON."""
     tensors = out if isinstance(out, (tuple, list)) else [out]
-    return [
-        {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
-        if isinstance(t, torch.Tensor)
-        else {"type": type(t).__name__}
-        for t in tensors
-    ]
+    return [{"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")} if isinstance(t, torch.Tensor) else {"type": type(t).__name__} for t in tensors]
 
 
 class OutputTypeError(TypeError):

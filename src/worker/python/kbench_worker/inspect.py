@@ -176,11 +176,7 @@ def _shapes_only(path, overrides, baseline):
         init, model, inputs = _on_meta(module)
     except Exception:  # noqa: BLE001 - not loadable at this value: not input-only
         return False
-    return (
-        _signature(list(init)) == baseline["init"]
-        and _model_shapes(model) == baseline["model"]
-        and _input_shapes(inputs) != baseline["inputs"]
-    )
+    return _signature(list(init)) == baseline["init"] and _model_shapes(model) == baseline["model"] and _input_shapes(inputs) != baseline["inputs"]
 
 
 def _forward_runs(path, overrides):
@@ -228,9 +224,7 @@ def _input_only_constants(path, module, init, model, inputs, forward_seconds):
             if any(_may_change(path, name, bump, ctx) for bump in _bumps(value)):
                 found.append(name)
         elif isinstance(value, (tuple, list)) and value and all(_is_int(v) for v in value):
-            elements = [
-                i for i, v in enumerate(value) if any(_may_change(path, name, _at(i, bump), ctx) for bump in _bumps(v))
-            ]
+            elements = [i for i, v in enumerate(value) if any(_may_change(path, name, _at(i, bump), ctx) for bump in _bumps(v))]
             whole = [_each(lambda v: v + 1), _each(lambda v: v * 2)]
             if len(elements) == len(value) and any(_may_change(path, name, change, ctx) for change in whole):
                 found.append(name)
@@ -358,9 +352,7 @@ def _value_facts(path, overrides, scale, device, atol, rtol):
     if _all_same(outs_a, outs_b, atol, rtol):
         reasons.append("input_independent")
     ins_a, ins_b = _tensors(inputs_a), _tensors(inputs_b)
-    if outs_a and all(
-        any(_same(out, x, atol, rtol) for x in ins) for outs, ins in ((outs_a, ins_a), (outs_b, ins_b)) for out in outs
-    ):
+    if outs_a and all(any(_same(out, x, atol, rtol) for x in ins) for outs, ins in ((outs_a, ins_a), (outs_b, ins_b)) for out in outs):
         reasons.append("identity")
     floats = [t for t in outs_a + outs_b if t.is_floating_point() and t.numel()]
     if floats and len(floats) == len(outs_a + outs_b) and max(t.abs().max().item() for t in floats) < atol:

@@ -54,8 +54,21 @@ LIBRARY = [
 
 # This package's own modules: every function and method in them is watched too.
 OWN = [
-    "harness", "timing", "transfer", "protocol", "candidate", "kernels", "taskfile",
-    "integrity", "checks", "outputs", "poison", "profile", "runtime", "kept", "messages",
+    "harness",
+    "timing",
+    "transfer",
+    "protocol",
+    "candidate",
+    "kernels",
+    "taskfile",
+    "integrity",
+    "checks",
+    "outputs",
+    "poison",
+    "profile",
+    "runtime",
+    "kept",
+    "messages",
 ]
 # Globals of those modules that change by design.
 MUTABLE = {"kernels.phase"}

@@ -81,10 +81,7 @@ class Pool:
             return {**described, "ipc": transfer.export_cuda(tuple(self.buffers))}
         if self.path is None:
             return described  # memory no other process reads (the reference's arms, the control)
-        files = [
-            {"path": f"{self.path}.{i}", "shape": list(b.shape), "dtype": str(b.dtype).removeprefix("torch.")}
-            for i, b in enumerate(self.buffers)
-        ]
+        files = [{"path": f"{self.path}.{i}", "shape": list(b.shape), "dtype": str(b.dtype).removeprefix("torch.")} for i, b in enumerate(self.buffers)]
         return {**described, "files": files}
 
 
@@ -116,10 +113,7 @@ def _read(description, slot):
         shared = transfer.import_cuda(description["ipc"])
         buffers = list(shared) if isinstance(shared, tuple) else [shared]
     else:
-        buffers = [
-            _map_file(f["path"], [int(s) for s in f["shape"]], transfer.dtype_named(f["dtype"]), shared=False)
-            for f in description["files"]
-        ]
+        buffers = [_map_file(f["path"], [int(s) for s in f["shape"]], transfer.dtype_named(f["dtype"]), shared=False) for f in description["files"]]
     for b in buffers:
         if b.dim() == 0 or b.shape[0] != slots:
             raise OutputTypeError(f"a kept output buffer of shape {list(b.shape)} does not hold {slots} slots")

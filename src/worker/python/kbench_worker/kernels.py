@@ -174,9 +174,7 @@ def found(module):
     kinds = list(_seen)
     triton_jit = getattr(sys.modules.get("triton.runtime.jit"), "JITFunction", None)
     cupy = sys.modules.get("cupy")
-    cupy_kinds = tuple(
-        getattr(cupy, n) for n in ("RawKernel", "RawModule", "ElementwiseKernel", "ReductionKernel") if cupy and hasattr(cupy, n)
-    )
+    cupy_kinds = tuple(getattr(cupy, n) for n in ("RawKernel", "RawModule", "ElementwiseKernel", "ReductionKernel") if cupy and hasattr(cupy, n))
     for name, value in vars(module).items():
         if triton_jit is not None and isinstance(value, triton_jit):
             kinds.append(f"triton:{name}")

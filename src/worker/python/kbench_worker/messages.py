@@ -457,8 +457,7 @@ class Measured(TypedDict, total=False):
 
 
 REQUESTS = {
-    cls.cmd: cls
-    for cls in (Ping, Exit, Compile, Warm, Load, Trial, KernelbenchTrial, CheckKept, CheckOutputs, Perturb, TimeSetup, Time, State, Profile, Inspect, CheckFiles, Probe, MeasureCeilings)
+    cls.cmd: cls for cls in (Ping, Exit, Compile, Warm, Load, Trial, KernelbenchTrial, CheckKept, CheckOutputs, Perturb, TimeSetup, Time, State, Profile, Inspect, CheckFiles, Probe, MeasureCeilings)
 }
 
 

@@ -138,16 +138,9 @@ def stream_join(outs):
         torch.cuda.synchronize()
         return "skip", "no room to copy the outputs"
     torch.cuda.synchronize()
-    late = [
-        i
-        for i, (o, t, c) in enumerate(zip(outs, tails, copies))
-        if not (same_bits(_tail(o), t) and same_bits(o, c))
-    ]
+    late = [i for i, (o, t, c) in enumerate(zip(outs, tails, copies)) if not (same_bits(_tail(o), t) and same_bits(o, c))]
     if late:
-        raise TamperError(
-            f"timing.stream_join: output(s) {late} changed after the current stream had finished: "
-            "forward left work running on another stream"
-        )
+        raise TamperError(f"timing.stream_join: output(s) {late} changed after the current stream had finished: forward left work running on another stream")
     return "pass", f"{len(outs)} output(s) complete when the current stream was"
 
 
@@ -164,10 +157,7 @@ def settled(outs, returned):
     time.sleep(SETTLE_S)
     late = [i for i, (o, r) in enumerate(zip(outs, returned)) if not same_bits(o, r)]
     if late:
-        raise TamperError(
-            f"outputs.settled: output(s) {late} changed within {SETTLE_S * 1000:.0f} ms after forward returned: "
-            "forward left work running that writes them"
-        )
+        raise TamperError(f"outputs.settled: output(s) {late} changed within {SETTLE_S * 1000:.0f} ms after forward returned: forward left work running that writes them")
     return "pass", f"{len(outs)} output(s) unchanged {SETTLE_S * 1000:.0f} ms after forward returned"
 
 

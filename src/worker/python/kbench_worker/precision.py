@@ -104,10 +104,7 @@ def judge_miss(r32, r64, cand):
     if not math.isfinite(scale) or scale == 0.0:
         return "skip", "no float64 comparison (the float64 reference is zero, not finite or not float64)"
     if err_ref > ILL_CONDITIONED * scale:
-        return "skip", (
-            f"float64 cannot decide: PyTorch fp32's own RMS error against float64 is {err_ref / scale:.3g} of the output's RMS"
-            f" (ill-conditioned; limit {ILL_CONDITIONED:g})"
-        )
+        return "skip", (f"float64 cannot decide: PyTorch fp32's own RMS error against float64 is {err_ref / scale:.3g} of the output's RMS (ill-conditioned; limit {ILL_CONDITIONED:g})")
     rms = rms_diff(cand, r64) / max(err_ref, FP32_EPS * scale)
     largest = max_diff(cand, r64) / max(max_diff(r32, r64), FP32_EPS * max_diff(r64))
     text = f"against float64 its RMS error is {rms:.3g} x PyTorch fp32's, its largest error {largest:.3g} x (limit {SUM_LIMIT:g})"

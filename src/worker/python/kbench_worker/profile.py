@@ -129,10 +129,7 @@ def summarize(per_kernel, defined, busy_ms, built=frozenset()):
     time, custom and total ms, the time the device was busy, and every kernel's launches and ms,
     whether it is the submission's own (`own`, `is_custom`), the longest first."""
     total = sum(ms for _, ms in per_kernel.values())
-    launches = [
-        {"name": name, "launches": count, "ms": ms, "own": is_custom(name, defined, built)}
-        for name, (count, ms) in sorted(per_kernel.items(), key=lambda item: -item[1][1])
-    ]
+    launches = [{"name": name, "launches": count, "ms": ms, "own": is_custom(name, defined, built)} for name, (count, ms) in sorted(per_kernel.items(), key=lambda item: -item[1][1])]
     custom = sum(k["ms"] for k in launches if k["own"])
     return {
         "library_share": (total - custom) / total if total else 0.0,

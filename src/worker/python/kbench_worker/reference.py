@@ -319,11 +319,7 @@ class Reference:
             started = time.perf_counter()
             index = result["output"]
             outcome, evidence = precision.judge_miss(refs[index], refs64[index], cands[index])
-            inconclusive = (
-                outcome == "skip"
-                and precision.ill_conditioned(refs[index], refs64[index])
-                and _handed_over(kernelbench.allclose, refs[index], cands[index], self.atol, self.rtol)
-            )
+            inconclusive = outcome == "skip" and precision.ill_conditioned(refs[index], refs64[index]) and _handed_over(kernelbench.allclose, refs[index], cands[index], self.atol, self.rtol)
             if inconclusive:
                 evidence += f"; within the unscaled tolerance (atol {self.atol:g}, rtol {self.rtol:g}): inconclusive, not failed"
             if len(refs) > 1:
@@ -426,7 +422,6 @@ class Reference:
             return list(out) if isinstance(out, (tuple, list)) else [out]
 
         return self.memo.get(self._key(str(dtype), req), run)
-
 
 
 class Compiled:

@@ -47,9 +47,7 @@ def rewrite(source, overrides, filename="<task>", strict=True):
             found.add(name)
     missing = sorted(set(overrides) - found)
     if missing and strict:
-        raise OverrideError(
-            f"{filename} assigns no module constant named {', '.join(missing)}"
-        )
+        raise OverrideError(f"{filename} assigns no module constant named {', '.join(missing)}")
     ast.fix_missing_locations(tree)
     return compile(tree, filename, "exec")
 

@@ -129,9 +129,7 @@ class TimedModel:
             self.start = torch.cuda.Event(enable_timing=True)
             self.stop = torch.cuda.Event(enable_timing=True)
             self.blocked = torch.cuda.Event(enable_timing=True)
-        self.sets = beside.sets if beside is not None else [first] + [
-            harness.make_inputs(task, derive_seed(seed_base, k), device, precision) for k in range(1, sets)
-        ]
+        self.sets = beside.sets if beside is not None else [first] + [harness.make_inputs(task, derive_seed(seed_base, k), device, precision) for k in range(1, sets)]
 
     def _draw(self):
         """The next draw's index in its block, input set, new contents and forward seed. The

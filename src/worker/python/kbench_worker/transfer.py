@@ -40,7 +40,7 @@ def dtype_named(name):
 
 def _decode(value):
     if isinstance(value, dict):
-        (kind, inner), = value.items()
+        ((kind, inner),) = value.items()
         if kind == "bytes":
             return base64.b64decode(inner)
         if kind == "dtype":

@@ -31,10 +31,18 @@ def rule_cpp_cuda_graph(ctx):
 
 
 L2_IDENTS = {
-    "accessPolicyWindow", "cudaLimitPersistingL2CacheSize", "cudaAccessPropertyPersisting", "cudaStreamAttributeAccessPolicyWindow",
-    "cudaLaunchAttributeAccessPolicyWindow", "cudaKernelNodeAttributeAccessPolicyWindow", "cudaAccessPolicyWindow",
-    "CU_LIMIT_PERSISTING_L2_CACHE_SIZE", "CU_ACCESS_PROPERTY_PERSISTING", "CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW",
-    "CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW", "CUaccessPolicyWindow",
+    "accessPolicyWindow",
+    "cudaLimitPersistingL2CacheSize",
+    "cudaAccessPropertyPersisting",
+    "cudaStreamAttributeAccessPolicyWindow",
+    "cudaLaunchAttributeAccessPolicyWindow",
+    "cudaKernelNodeAttributeAccessPolicyWindow",
+    "cudaAccessPolicyWindow",
+    "CU_LIMIT_PERSISTING_L2_CACHE_SIZE",
+    "CU_ACCESS_PROPERTY_PERSISTING",
+    "CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW",
+    "CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW",
+    "CUaccessPolicyWindow",
 }
 
 
@@ -50,7 +58,17 @@ def rule_cuda_l2(ctx):
 
 
 LAUNCH_EX = {"cudaLaunchKernelEx", "cudaLaunchKernelExC", "cuLaunchKernelEx"}
-BENIGN_LAUNCH_ATTRS = {"cudaLaunchAttributeClusterDimension", "cudaLaunchAttributeClusterSchedulingPolicyPreference", "CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION", "CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE", "cudaLaunchAttributeID", "cudaLaunchAttribute", "CUlaunchAttribute", "cudaLaunchAttributeValue", "CUlaunchAttributeValue"}
+BENIGN_LAUNCH_ATTRS = {
+    "cudaLaunchAttributeClusterDimension",
+    "cudaLaunchAttributeClusterSchedulingPolicyPreference",
+    "CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION",
+    "CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE",
+    "cudaLaunchAttributeID",
+    "cudaLaunchAttribute",
+    "CUlaunchAttribute",
+    "cudaLaunchAttributeValue",
+    "CUlaunchAttributeValue",
+}
 
 
 @rule("cuda.launch_attributes", "warning", "cudaLaunchKernelEx with launch attributes (programmatic serialization, access policy, priority; cluster dimensions alone are info)")

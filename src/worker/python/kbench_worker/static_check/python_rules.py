@@ -45,9 +45,25 @@ def rule_ctypes(ctx):
 
 TIMING_ROOTS = ("torch", "time", "timeit", "numpy", "triton", "kbench_worker", "builtins")
 ERROR_ATTRS = {
-    "elapsed_time", "record", "synchronize", "Event", "perf_counter", "perf_counter_ns", "time", "time_ns",
-    "monotonic", "monotonic_ns", "process_time", "process_time_ns", "default_timer", "do_bench",
-    "allclose", "isclose", "equal", "assert_close", "assert_allclose",
+    "elapsed_time",
+    "record",
+    "synchronize",
+    "Event",
+    "perf_counter",
+    "perf_counter_ns",
+    "time",
+    "time_ns",
+    "monotonic",
+    "monotonic_ns",
+    "process_time",
+    "process_time_ns",
+    "default_timer",
+    "do_bench",
+    "allclose",
+    "isclose",
+    "equal",
+    "assert_close",
+    "assert_allclose",
 }
 SUSPICIOUS_UNRESOLVED_ATTRS = {"elapsed_time", "perf_counter", "perf_counter_ns", "allclose", "isclose", "assert_close", "synchronize"}
 PRECISION_FLAGS = {"allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction"}
@@ -127,9 +143,27 @@ def rule_patch_attribute(ctx):
 
 
 THREAD_REFS = (
-    "threading", "_thread", "multiprocessing", "concurrent.futures", "torch.multiprocessing",
-    "os.fork", "os.forkpty", "os.register_at_fork", "os.posix_spawn", "os.posix_spawnp", "os.system", "os.popen",
-    "os.spawnl", "os.spawnle", "os.spawnlp", "os.spawnlpe", "os.spawnv", "os.spawnve", "os.spawnvp", "os.spawnvpe", "subprocess",
+    "threading",
+    "_thread",
+    "multiprocessing",
+    "concurrent.futures",
+    "torch.multiprocessing",
+    "os.fork",
+    "os.forkpty",
+    "os.register_at_fork",
+    "os.posix_spawn",
+    "os.posix_spawnp",
+    "os.system",
+    "os.popen",
+    "os.spawnl",
+    "os.spawnle",
+    "os.spawnlp",
+    "os.spawnlpe",
+    "os.spawnv",
+    "os.spawnve",
+    "os.spawnvp",
+    "os.spawnvpe",
+    "subprocess",
 )
 
 
@@ -141,10 +175,22 @@ def rule_threads(ctx):
 
 
 STREAM_REFS = (
-    "torch.cuda.Stream", "torch.cuda.ExternalStream", "torch.cuda.stream", "torch.cuda.set_stream", "torch.cuda._set_stream",
-    "torch.cuda.streams.Stream", "torch.cuda.streams.ExternalStream", "torch.cuda.StreamContext", "torch.Stream",
-    "torch._C._cuda_setStream", "torch.accelerator.set_stream", "cupy.cuda.Stream", "cupy.cuda.ExternalStream",
-    "cupy.cuda.stream", "numba.cuda.stream", "pycuda.driver.Stream",
+    "torch.cuda.Stream",
+    "torch.cuda.ExternalStream",
+    "torch.cuda.stream",
+    "torch.cuda.set_stream",
+    "torch.cuda._set_stream",
+    "torch.cuda.streams.Stream",
+    "torch.cuda.streams.ExternalStream",
+    "torch.cuda.StreamContext",
+    "torch.Stream",
+    "torch._C._cuda_setStream",
+    "torch.accelerator.set_stream",
+    "cupy.cuda.Stream",
+    "cupy.cuda.ExternalStream",
+    "cupy.cuda.stream",
+    "numba.cuda.stream",
+    "pycuda.driver.Stream",
 )
 
 
@@ -179,16 +225,72 @@ def rule_reduced_precision(ctx):
 
 
 TORCH_NON_COMPUTE = (
-    "torch.cuda", "torch.utils", "torch.backends", "torch.version", "torch.device", "torch.dtype", "torch.is_tensor",
-    "torch.is_floating_point", "torch.get_default_dtype", "torch.no_grad", "torch.inference_mode", "torch.enable_grad",
-    "torch.manual_seed", "torch.Size", "torch.finfo", "torch.iinfo", "torch.compiler", "torch.jit", "torch.library",
-    "torch.autograd.profiler", "torch.profiler", "torch.testing", "torch.nn.init", "torch.nn.Parameter", "torch.nn.parameter",
-    "torch._C", "torch.Generator", "torch.set_default_dtype", "torch.distributed",
+    "torch.cuda",
+    "torch.utils",
+    "torch.backends",
+    "torch.version",
+    "torch.device",
+    "torch.dtype",
+    "torch.is_tensor",
+    "torch.is_floating_point",
+    "torch.get_default_dtype",
+    "torch.no_grad",
+    "torch.inference_mode",
+    "torch.enable_grad",
+    "torch.manual_seed",
+    "torch.Size",
+    "torch.finfo",
+    "torch.iinfo",
+    "torch.compiler",
+    "torch.jit",
+    "torch.library",
+    "torch.autograd.profiler",
+    "torch.profiler",
+    "torch.testing",
+    "torch.nn.init",
+    "torch.nn.Parameter",
+    "torch.nn.parameter",
+    "torch._C",
+    "torch.Generator",
+    "torch.set_default_dtype",
+    "torch.distributed",
 )
 TENSOR_METHOD_OPS = {
-    "matmul", "mm", "bmm", "addmm", "addmm_", "baddbmm", "addmv", "mv", "relu", "relu_", "sigmoid", "sigmoid_", "tanh",
-    "tanh_", "softmax", "log_softmax", "logsumexp", "exp", "exp_", "mean", "amax", "amin", "clamp", "clamp_", "clamp_min",
-    "clamp_min_", "clamp_max", "clamp_max_", "cumsum", "cumprod", "norm", "sqrt", "rsqrt", "matrix_power", "conv2d",
+    "matmul",
+    "mm",
+    "bmm",
+    "addmm",
+    "addmm_",
+    "baddbmm",
+    "addmv",
+    "mv",
+    "relu",
+    "relu_",
+    "sigmoid",
+    "sigmoid_",
+    "tanh",
+    "tanh_",
+    "softmax",
+    "log_softmax",
+    "logsumexp",
+    "exp",
+    "exp_",
+    "mean",
+    "amax",
+    "amin",
+    "clamp",
+    "clamp_",
+    "clamp_min",
+    "clamp_min_",
+    "clamp_max",
+    "clamp_max_",
+    "cumsum",
+    "cumprod",
+    "norm",
+    "sqrt",
+    "rsqrt",
+    "matrix_power",
+    "conv2d",
 }
 
 
@@ -299,7 +401,9 @@ def rule_try_fallback(ctx):
                 yield handler.lineno, f"the except handler computes with {found}, so the benchmark may run a PyTorch fallback instead of the custom kernel"
 
 
-@rule("python.task_globals", "info", "redefinition of task globals (batch_size, dim, N, in_channels, ...): module level is info, `global` writes inside functions or globals()[...] writes are warnings")
+@rule(
+    "python.task_globals", "info", "redefinition of task globals (batch_size, dim, N, in_channels, ...): module level is info, `global` writes inside functions or globals()[...] writes are warnings"
+)
 def rule_task_globals(ctx):
     names = ctx.task_names
     for node in _module_level_nodes(ctx.tree):
@@ -459,7 +563,11 @@ def rule_cuda_environ(ctx):
                 yield node.lineno, f"writes the environment variable {name}, which changes how CUDA, torch or the harness behave"
 
 
-@rule("python.dynamic_code", "warning", "exec/eval/compile, types.FunctionType/CodeType, marshal/pickle loads, imports of computed names: code the static checks cannot see (a constant string passed to exec is scanned too)")
+@rule(
+    "python.dynamic_code",
+    "warning",
+    "exec/eval/compile, types.FunctionType/CodeType, marshal/pickle loads, imports of computed names: code the static checks cannot see (a constant string passed to exec is scanned too)",
+)
 def rule_dynamic_code(ctx):
     for node in ast.walk(ctx.tree):
         if not isinstance(node, ast.Call):
@@ -489,8 +597,23 @@ def rule_dynamic_code(ctx):
 
 
 PROCESS_REFS = (
-    "os._exit", "os.kill", "os.killpg", "os.abort", "os.dup", "os.dup2", "os.write", "os.fdopen", "os.close", "os.closerange",
-    "os.pipe", "signal.signal", "signal.setitimer", "signal.alarm", "atexit.register", "sys.addaudithook", "faulthandler",
+    "os._exit",
+    "os.kill",
+    "os.killpg",
+    "os.abort",
+    "os.dup",
+    "os.dup2",
+    "os.write",
+    "os.fdopen",
+    "os.close",
+    "os.closerange",
+    "os.pipe",
+    "signal.signal",
+    "signal.setitimer",
+    "signal.alarm",
+    "atexit.register",
+    "sys.addaudithook",
+    "faulthandler",
 )
 
 
