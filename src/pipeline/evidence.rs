@@ -61,7 +61,8 @@ impl<S: Spawner> Python<'_, S> {
         for check in ask(candidate, state, cfg.timeouts.call)?.checks {
             merge_check(&mut eval.checks, check);
         }
-        let profiled = ask(candidate, self.profile_request(), cfg.timeouts.call)?;
+        // Its three calls: the profiled one and `profile.library_output`'s two traced ones.
+        let profiled = ask(candidate, self.profile_request(), cfg.timeouts.call * 3)?;
         let mut library_made = None;
         for mut check in profiled.checks {
             if check.name == LIBRARY_OUTPUT && check.outcome == Outcome::Fail {
