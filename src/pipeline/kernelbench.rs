@@ -22,7 +22,7 @@ use crate::worker::request::KernelbenchTrial;
 use super::load::Pair;
 use super::stage::ask;
 use super::verify::KERNELBENCH_NEVER;
-use super::{Python, Spawner};
+use super::{Phase, Python, Spawner};
 
 /// How the check's evidence introduces what KernelBench's eval, run as it runs, found.
 const ABOUT: &str =
@@ -76,10 +76,12 @@ impl<S: Spawner> Python<'_, S> {
         sub: &Submission,
         slot: usize,
         eval: &mut Evaluation,
+        enter: &dyn Fn(Phase),
     ) {
         if !needed(eval, self.config.kernelbench_eval) {
             return;
         }
+        enter(Phase::Kernelbench);
         let started = Instant::now();
         let found = self.kernelbench_alone(task, sub, slot, eval);
         if let Some((correct, needed)) = found.verdict {

@@ -256,6 +256,16 @@ mod scripted {
         reference: Script,
         candidate: Script,
     ) -> Evaluation {
+        evaluate_watched(facts, adjust, (reference, candidate), &|_| {})
+    }
+
+    /// The same, telling `enter` each phase the evaluation enters.
+    fn evaluate_watched(
+        facts: &HashMap<TaskId, TaskFacts>,
+        adjust: impl Fn(&mut Config),
+        (reference, candidate): (Script, Script),
+        enter: &dyn Fn(Phase),
+    ) -> Evaluation {
         let dir = tempfile::tempdir().unwrap();
         let mut config = config(dir.path());
         adjust(&mut config);
@@ -270,7 +280,35 @@ mod scripted {
         let (task, sub) = pair(dir.path());
         let build = python.compile(&task, &sub);
         assert_eq!(build.status, BuildStatus::Ok, "{}", build.message);
-        python.evaluate(&task, &sub, &build, 0)
+        python.evaluate(&task, &sub, &build, 0, enter)
+    }
+
+    /// The phases `evaluate_with` enters, in order, and its verdict.
+    fn phases(adjust: impl Fn(&mut Config), candidate: Script) -> (Vec<Phase>, Verdict) {
+        let entered = Mutex::new(Vec::new());
+        let enter = |phase| entered.lock().unwrap().push(phase);
+        let eval = evaluate_watched(&facts(), adjust, (reference, candidate), &enter);
+        (entered.into_inner().unwrap(), eval.verdict)
+    }
+
+    /// An evaluation tells its phases as it enters them: a passing one all of them, with a wait
+    /// for the device before its workers and before timing alone; one that fails a trial goes
+    /// from its trials to ending its workers; KernelBench's eval, asked for, comes last.
+    #[test]
+    fn an_evaluation_tells_the_phases_it_enters() {
+        use Phase::*;
+        let passing = [Waiting, Loading, Trials, Waiting, Timing, Profiling, Ending];
+        assert_eq!(phases(|_| {}, candidate), (passing.to_vec(), Verdict::Pass));
+        fn raises(request: &Request) -> Answer {
+            match request {
+                Request::Trial(_) => fake::err(error(ErrorKind::Forward, "RuntimeError: boom")),
+                other => candidate(other),
+            }
+        }
+        let failing = vec![Waiting, Loading, Trials, Ending];
+        assert_eq!(phases(|_| {}, raises), (failing, Verdict::RuntimeError));
+        let asked = phases(|c| c.kernelbench_eval = true, candidate).0;
+        assert_eq!(asked, [&passing[..], &[Kernelbench]].concat());
     }
 
     fn check<'e>(eval: &'e Evaluation, name: &str) -> &'e Check {
@@ -1074,14 +1112,14 @@ mod scripted {
         let mut build = python.compile(&task, &sub);
         build.status = BuildStatus::Failed;
         build.message = "error: identifier \"x\" is undefined".into();
-        let eval = python.evaluate(&task, &sub, &build, 0);
+        let eval = python.evaluate(&task, &sub, &build, 0, &|_| {});
         assert_eq!(eval.verdict, Verdict::CompileError);
         assert_eq!(eval.reason, "error: identifier \"x\" is undefined");
         assert!(eval.logs.is_empty() && eval.trials.is_empty());
         assert_eq!(eval.kernelbench_correct, None);
         assert_annotated(&eval);
         // A file's findings go to its one evaluation.
-        let again = python.evaluate(&task, &sub, &build, 0);
+        let again = python.evaluate(&task, &sub, &build, 0, &|_| {});
         assert!(again.findings.is_empty());
     }
 
@@ -1338,7 +1376,7 @@ mod scripted {
                 work.iter()
                     .map(|(task, sub)| {
                         let build = python.compile(task, sub);
-                        python.evaluate(task, sub, &build, 0).verdict
+                        python.evaluate(task, sub, &build, 0, &|_| {}).verdict
                     })
                     .collect()
             })
