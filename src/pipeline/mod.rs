@@ -174,6 +174,9 @@ pub struct Python<'a, S: Spawner = Processes> {
     kept: KeptSlots<S::Worker>,
     /// Per task, the evaluations still to start (`reuse`).
     left: Left,
+    /// The run's evaluations not yet started, as `expect` counted them: the pool starts no pair
+    /// that none would take (`refill`). None where never told (a service's come as they come).
+    to_start: Mutex<Option<usize>>,
     started: AtomicUsize,
     /// Per slot, NVML for its GPU (read-only), when it can be opened.
     gpus: Vec<Option<Mutex<Nvml>>>,
@@ -221,6 +224,7 @@ impl<'a> Python<'a> {
             reuse: confinement.confines(),
             kept: (0..config.slots()).map(|_| Mutex::default()).collect(),
             left: Left::default(),
+            to_start: Mutex::default(),
             started: AtomicUsize::new(0),
             gpus: config
                 .gpus
@@ -254,6 +258,7 @@ struct Ended {
 impl<S: Spawner> Backend for Python<'_, S> {
     fn expect(&self, work: &[(Task, Submission)]) {
         self.expect_work(work);
+        *self.to_start.lock().expect("pool lock") = Some(work.len());
         if !work.is_empty() {
             (0..self.config.slots()).for_each(|slot| self.refill(slot));
         }

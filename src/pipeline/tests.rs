@@ -225,6 +225,7 @@ mod scripted {
             ready: vec![Mutex::new(VecDeque::new())],
             kept: vec![Mutex::default()],
             left: Mutex::default(),
+            to_start: Mutex::default(),
             started: AtomicUsize::new(0),
             gpus: Vec::new(),
             gates: vec![Mutex::default()],
@@ -1434,9 +1435,10 @@ mod scripted {
         /// (started beside it, at most two ahead on the CPU and no more than candidates to
         /// come); what a candidate does (crash, cheat) leaves the next one's verdict alone; a
         /// reference that erred is retired (with the candidate workers started beside it), and
-        /// one that cannot load the task again is replaced before the candidate is judged. The
-        /// refill starts one spare pair, whose workers load nothing unless a reference is
-        /// replaced. Unconfined, every candidate gets a fresh pair.
+        /// one that cannot load the task again is replaced before the candidate is judged. While
+        /// evaluations are left to start, the refill keeps one spare pair, whose workers load
+        /// nothing unless a reference is replaced; none once the last has started. Unconfined,
+        /// every candidate gets a fresh pair.
         #[test]
         fn a_tasks_candidates_share_a_clean_reference_worker() {
             use Verdict::{Cheat, Crashed, Pass, Skipped};
@@ -1462,8 +1464,8 @@ mod scripted {
                     &["a.py", "b.py", "c.py"],
                     never,
                     &[Pass; 3],
-                    &[1, 1, 1, 0],
-                    4,
+                    &[1, 1, 1],
+                    3,
                 ),
                 (
                     "crash",
@@ -1491,8 +1493,8 @@ mod scripted {
                     &["linger.py", "b.py"],
                     never,
                     &[Pass, Pass],
-                    &[1, 1, 0],
-                    4,
+                    &[1, 1],
+                    3,
                 ),
                 // The first reference's two companions go with it.
                 (
