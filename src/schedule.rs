@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::sync::{Condvar, Mutex};
 
 use crate::cost::Cost;
-use crate::pipeline::Backend;
+use crate::pipeline::{Backend, Phase};
 use crate::record::{Build, Evaluation};
 use crate::submission::Submission;
 use crate::task::Task;
@@ -26,12 +26,16 @@ pub enum Event<'a> {
     },
     /// A lane began evaluating the submission.
     Started(&'a Submission),
+    /// The submission's evaluation entered a phase.
+    Entered(&'a Submission, Phase),
     Evaluated(Box<Evaluation>),
 }
 
-/// What a lane tells the calling thread: an evaluation began (by index in `work`) or ended.
+/// What a lane tells the calling thread: an evaluation began, entered a phase (by index in
+/// `work`) or ended.
 enum Lane {
     Started(usize),
+    Entered(usize, Phase),
     Done(Box<Evaluation>),
 }
 
@@ -97,7 +101,10 @@ pub fn run<B: Backend>(
                     if done_tx.send(Lane::Started(i)).is_err() {
                         break;
                     }
-                    let done = backend.evaluate(task, submission, &build, slot);
+                    let enter = |phase| {
+                        let _ = done_tx.send(Lane::Entered(i, phase));
+                    };
+                    let done = backend.evaluate(task, submission, &build, slot, &enter);
                     if done_tx.send(Lane::Done(Box::new(done))).is_err() {
                         break;
                     }
@@ -109,8 +116,8 @@ pub fn run<B: Backend>(
     });
 }
 
-/// On the calling thread: hand builds to the slots and report builds, starts and evaluations
-/// as they come, until both streams end.
+/// On the calling thread: hand builds to the slots and report builds, starts, phases and
+/// evaluations as they come, until both streams end.
 fn relay(
     work: &[(Task, Submission)],
     built_rx: &mpsc::Receiver<(usize, Build)>,
@@ -152,6 +159,7 @@ fn relay(
 fn forward(work: &[(Task, Submission)], lane: Lane, on_event: &mut impl FnMut(Event<'_>)) {
     match lane {
         Lane::Started(i) => on_event(Event::Started(&work[i].1)),
+        Lane::Entered(i, phase) => on_event(Event::Entered(&work[i].1, phase)),
         Lane::Done(e) => on_event(Event::Evaluated(e)),
     }
 }
@@ -263,7 +271,9 @@ mod tests {
             submission: &Submission,
             build: &Build,
             slot: usize,
+            enter: &dyn Fn(Phase),
         ) -> Evaluation {
+            enter(Phase::Loading);
             let busy = self.busy[slot].fetch_add(1, Ordering::SeqCst) + 1;
             assert!(
                 busy <= self.lanes,
@@ -348,10 +358,18 @@ mod tests {
     fn every_submission_is_built_and_evaluated_once() {
         let fake = Fake::new(2);
         let work = work(12);
-        let (mut built, mut started, mut evaluated) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut built, mut started, mut entered) = (Vec::new(), Vec::new(), Vec::new());
+        let mut evaluated: Vec<Box<Evaluation>> = Vec::new();
         run(&fake, &work, &[], 3, (2, 1), |e| match e {
             Event::Built { submission, .. } => built.push(submission.file.clone()),
             Event::Started(submission) => started.push(submission.file.clone()),
+            Event::Entered(submission, phase) => {
+                // reported between its start and its end
+                let file = &submission.file;
+                assert!(started.contains(file), "{file} entered {phase:?} unstarted");
+                assert!(!evaluated.iter().any(|e| &e.file == file), "{file} ended");
+                entered.push(file.clone());
+            }
             Event::Evaluated(e) => {
                 // reported started before it is reported evaluated
                 assert!(started.contains(&e.file), "{} not started", e.file);
@@ -360,10 +378,12 @@ mod tests {
         });
         built.sort();
         started.sort();
+        entered.sort();
         let mut files: Vec<_> = work.iter().map(|(_, s)| s.file.clone()).collect();
         files.sort();
         assert_eq!(built, files);
         assert_eq!(started, files);
+        assert_eq!(entered, files);
         assert_eq!(evaluated.len(), 12);
         let failed = evaluated
             .iter()

@@ -22,8 +22,13 @@ fn eval(dir: &Path, out: &Path, extra: &[&str]) -> Output {
     eval_in(&root().join("target/kbench-test-cache"), dir, out, extra)
 }
 
-/// `eval` with the build cache at `cache`.
+/// `eval` with the build cache at `cache`; a call times out after 15 s unless `extra` says.
 fn eval_in(cache: &Path, dir: &Path, out: &Path, extra: &[&str]) -> Output {
+    let timeout: &[&str] = if extra.contains(&"--timeout-call") {
+        &[]
+    } else {
+        &["--timeout-call", "15"]
+    };
     Command::new(env!("CARGO_BIN_EXE_kbench"))
         .arg("eval")
         .arg(dir)
@@ -36,9 +41,8 @@ fn eval_in(cache: &Path, dir: &Path, out: &Path, extra: &[&str]) -> Output {
             "2",
             "--max-samples",
             "8",
-            "--timeout-call",
-            "15",
         ])
+        .args(timeout)
         .arg("--python")
         .arg(python())
         .arg("--out")
@@ -176,7 +180,10 @@ fn fixtures_get_their_expected_verdicts_and_resume_continues() {
     let victim = Path::new("/tmp/kbench-red-team-drift-victim");
     std::fs::create_dir_all(victim).unwrap();
     std::fs::write(victim.join("keep"), "kbench must not remove this").unwrap();
-    let first = eval(&fixtures, &out, &[]);
+    // The two fixtures that never return wait out the call's timeout; an honest call at the
+    // small size takes milliseconds.
+    let quick = ["--timeout-call", "5"];
+    let first = eval(&fixtures, &out, &quick);
     let stderr = String::from_utf8_lossy(&first.stderr);
     // Verdicts first: they say more than the exit code when something is off.
     let wrong = if out.join("results.json").exists() {
@@ -289,8 +296,8 @@ fn fixtures_get_their_expected_verdicts_and_resume_continues() {
         .contains("more bytes of output dropped"));
 
     // A second run into the same folder refuses without --resume, and resumes with nothing to do.
-    assert_eq!(eval(&fixtures, &out, &[]).status.code(), Some(2));
-    let again = eval(&fixtures, &out, &["--resume"]);
+    assert_eq!(eval(&fixtures, &out, &quick).status.code(), Some(2));
+    let again = eval(&fixtures, &out, &["--resume", "--timeout-call", "5"]);
     assert_eq!(again.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&again.stderr).contains("0 submission(s) to evaluate"));
     assert_eq!(verdicts(&out), expected(&fixtures));

@@ -127,6 +127,7 @@ fn evaluate_all(
         |event| match event {
             Event::Built { .. } => progress.built(),
             Event::Started(submission) => progress.started(submission),
+            Event::Entered(submission, phase) => progress.entered(submission, phase),
             Event::Evaluated(e) => {
                 progress.evaluated(&e);
                 costs.observe(&e);

@@ -21,7 +21,7 @@ use crate::worker::request::KernelbenchTrial;
 
 use super::load::Pair;
 use super::stage::ask;
-use super::{Python, Spawner};
+use super::{Phase, Python, Spawner};
 
 /// `Evaluation::kernelbench_needed` where no tolerance of KernelBench's versions passes (the
 /// worker's `kernelbench.NEVER`).
@@ -79,10 +79,12 @@ impl<S: Spawner> Python<'_, S> {
         sub: &Submission,
         slot: usize,
         eval: &mut Evaluation,
+        enter: &dyn Fn(Phase),
     ) {
         if !needed(eval, self.config.kernelbench_eval) {
             return;
         }
+        enter(Phase::Kernelbench);
         let started = Instant::now();
         let found = self.kernelbench_alone(task, sub, slot, eval);
         if let Some((correct, needed)) = found.verdict {

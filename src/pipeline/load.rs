@@ -122,9 +122,14 @@ impl<S: Spawner> Python<'_, S> {
     /// the run's first: `Backend::expect`). Start-up (~8 s on an H100 host, torch._dynamo's
     /// import included) outlasts a short evaluation (~3 s), so on a GPU two pairs per lane and
     /// two more wait; on a CPU one, since starting workers competes with the evaluation for the
-    /// same cores. The next pair gets its candidate workers (`arm_next`).
+    /// same cores. Never more than the run has evaluations left to start: a pair none takes
+    /// costs two start-ups' CPU. The next pair gets its candidate workers (`arm_next`).
     pub(super) fn refill(&self, slot: usize) {
-        while self.ready[slot].lock().expect("worker pool lock").len() < self.pairs_ahead() {
+        let wanted = match *self.to_start.lock().expect("pool lock") {
+            Some(left) => left.min(self.pairs_ahead()),
+            None => self.pairs_ahead(),
+        };
+        while self.ready[slot].lock().expect("worker pool lock").len() < wanted {
             match self.start_pair(slot) {
                 Ok(pair) => self.ready[slot]
                     .lock()

@@ -54,6 +54,42 @@ use load::Pair;
 use reuse::{KeptSlots, Left};
 use stage::{Handover, TrialTimes};
 
+/// What a running evaluation is doing, told to its caller as it enters each phase
+/// (`Backend::evaluate`) for progress only: nothing is decided from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Waiting for the slot's gate: other lanes' steps, or their timings before timing alone.
+    Waiting,
+    /// Taking a pair of workers (starting them where none waits), loading task and submission
+    /// and constructing both models.
+    Loading,
+    /// The correctness trials and their checks.
+    Trials,
+    /// Timing, with the device alone.
+    Timing,
+    /// After timing: the candidate's state checks and both workers' profiled calls.
+    Profiling,
+    /// Ending the candidate's worker and everything it started.
+    Ending,
+    /// KernelBench's eval as KernelBench runs it, in a fresh worker (`--kernelbench-eval`).
+    Kernelbench,
+}
+
+impl Phase {
+    /// The phase in words, as progress shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Waiting => "waiting for the device",
+            Phase::Loading => "loading",
+            Phase::Trials => "correctness trials",
+            Phase::Timing => "timing",
+            Phase::Profiling => "profiling",
+            Phase::Ending => "ending its workers",
+            Phase::Kernelbench => "KernelBench's eval",
+        }
+    }
+}
+
 /// Runs compile and evaluation steps; the scheduler is generic over it so it can be tested
 /// with a scripted fake.
 pub trait Backend: Sync {
@@ -61,13 +97,15 @@ pub trait Backend: Sync {
     /// evaluations share for the next).
     fn expect(&self, _work: &[(Task, Submission)]) {}
     fn compile(&self, task: &Task, submission: &Submission) -> Build;
-    /// Evaluate on `slot` (an index into the configured devices).
+    /// Evaluate on `slot` (an index into the configured devices), calling `enter` as the
+    /// evaluation enters each `Phase`.
     fn evaluate(
         &self,
         task: &Task,
         submission: &Submission,
         build: &Build,
         slot: usize,
+        enter: &dyn Fn(Phase),
     ) -> Evaluation;
     /// The evaluation `cause` decides where the backend's own stages gave no result (a stage
     /// abandoned, a service that stopped first), with the `build` where it got that far; no
@@ -136,6 +174,9 @@ pub struct Python<'a, S: Spawner = Processes> {
     kept: KeptSlots<S::Worker>,
     /// Per task, the evaluations still to start (`reuse`).
     left: Left,
+    /// The run's evaluations not yet started, as `expect` counted them: the pool starts no pair
+    /// that none would take (`refill`). None where never told (a service's come as they come).
+    to_start: Mutex<Option<usize>>,
     started: AtomicUsize,
     /// Per slot, NVML for its GPU (read-only), when it can be opened.
     gpus: Vec<Option<Mutex<Nvml>>>,
@@ -183,6 +224,7 @@ impl<'a> Python<'a> {
             reuse: confinement.confines(),
             kept: (0..config.slots()).map(|_| Mutex::default()).collect(),
             left: Left::default(),
+            to_start: Mutex::default(),
             started: AtomicUsize::new(0),
             gpus: config
                 .gpus
@@ -216,6 +258,7 @@ struct Ended {
 impl<S: Spawner> Backend for Python<'_, S> {
     fn expect(&self, work: &[(Task, Submission)]) {
         self.expect_work(work);
+        *self.to_start.lock().expect("pool lock") = Some(work.len());
         if !work.is_empty() {
             (0..self.config.slots()).for_each(|slot| self.refill(slot));
         }
@@ -231,6 +274,7 @@ impl<S: Spawner> Backend for Python<'_, S> {
         submission: &Submission,
         build: &Build,
         slot: usize,
+        enter: &dyn Fn(Phase),
     ) -> Evaluation {
         let started = Instant::now();
         self.starting(task);
@@ -244,9 +288,9 @@ impl<S: Spawner> Backend for Python<'_, S> {
                 cause,
                 host_error: None,
             },
-            None => self.attempts(task, submission, build, slot),
+            None => self.attempts(task, submission, build, slot, enter),
         };
-        self.kernelbench_environment(task, submission, slot, &mut eval);
+        self.kernelbench_environment(task, submission, slot, &mut eval, enter);
         decide::conclude(&mut eval, &cause);
         eval.seconds = started.elapsed().as_secs_f64();
         let facts = self.facts.get(&task.id);
@@ -312,13 +356,21 @@ impl<S: Spawner> Python<'_, S> {
 
     /// The workers' evaluation, beside the other lanes or alone; out of GPU memory beside another
     /// lane is not the submission's fault until it runs out alone, so it runs once more alone.
-    fn attempts(&self, task: &Task, sub: &Submission, build: &Build, slot: usize) -> Ended {
+    fn attempts(
+        &self,
+        task: &Task,
+        sub: &Submission,
+        build: &Build,
+        slot: usize,
+        enter: &dyn Fn(Phase),
+    ) -> Ended {
         let attempt = |alone| {
             let mut eval = self.fresh(task, sub, build);
-            let (cause, host_error) = match self.run_workers(task, sub, slot, alone, &mut eval) {
-                Ok(judged) => (judged.cause, judged.host_error),
-                Err(cause) => (cause, None),
-            };
+            let (cause, host_error) =
+                match self.run_workers(task, sub, slot, alone, enter, &mut eval) {
+                    Ok(judged) => (judged.cause, judged.host_error),
+                    Err(cause) => (cause, None),
+                };
             Ended {
                 eval,
                 cause,
@@ -348,14 +400,17 @@ impl<S: Spawner> Python<'_, S> {
         sub: &Submission,
         slot: usize,
         alone: bool,
+        enter: &dyn Fn(Phase),
         eval: &mut Evaluation,
     ) -> Result<Judged, Failed> {
         // Before the workers: dropped after them, once their GPU memory is freed.
         let gate = self.gate(slot);
+        enter(Phase::Waiting);
         let mut hold = gate.enter(alone);
         eval.phases.gpu_wait_s = hold.waited.as_secs_f64();
         let mut reuse = true;
         loop {
+            enter(Phase::Loading);
             let mut pair = match reuse.then(|| self.take_kept(task, slot)).flatten() {
                 Some(kept) => kept,
                 None => self.take_pair(slot).map_err(Cause::Unready)?,
@@ -402,7 +457,7 @@ impl<S: Spawner> Python<'_, S> {
             let judged = loads.and_then(|(constants, loaded)| {
                 let kernels = load::record(eval, loaded);
                 self.verify_and_time(
-                    task, sub, slot, &mut hold, &mut pair, &constants, kernels, eval,
+                    task, sub, slot, &mut hold, enter, &mut pair, &constants, kernels, eval,
                 )
             });
             let Pair {
@@ -414,6 +469,7 @@ impl<S: Spawner> Python<'_, S> {
                 ..
             } = pair;
             // Nothing the candidate could touch serves again until all of it has ended.
+            enter(Phase::Ending);
             let ending = Instant::now();
             let gone = S::finish(candidate);
             eval.phases.candidate_end_s = ending.elapsed().as_secs_f64();
@@ -432,12 +488,14 @@ impl<S: Spawner> Python<'_, S> {
         sub: &Submission,
         slot: usize,
         hold: &mut Hold<'_>,
+        enter: &dyn Fn(Phase),
         pair: &mut Pair<S::Worker>,
         constants: &serde_json::Map<String, serde_json::Value>,
         kernels: Vec<String>,
         eval: &mut Evaluation,
     ) -> Result<Judged, Failed> {
         let cfg = self.config;
+        enter(Phase::Trials);
         let started = Instant::now();
         let waited = hold.waited;
         let mut transport = stage::first_transport(cfg.device);
@@ -471,13 +529,16 @@ impl<S: Spawner> Python<'_, S> {
             Err(cause) => return Err(cause),
         };
 
+        enter(Phase::Waiting);
         hold.alone();
         eval.phases.gpu_wait_s = hold.waited.as_secs_f64();
+        enter(Phase::Timing);
         let started = Instant::now();
         let timed = self.time(slot, &mut handover, eval);
         eval.phases.timing_s = started.elapsed().as_secs_f64();
         let judged = timed.and_then(|timing| {
             eval.timing = Some(timing);
+            enter(Phase::Profiling);
             let started = Instant::now();
             let judged = self.judge_profiled(
                 task,

@@ -59,6 +59,9 @@ impl<S: Spawner> Python<'_, S> {
 
     /// One evaluation of `task` starts: one fewer to come.
     pub(super) fn starting(&self, task: &Task) {
+        if let Some(left) = self.to_start.lock().expect("pool lock").as_mut() {
+            *left = left.saturating_sub(1);
+        }
         if let Some(count) = self.left.lock().expect("reuse lock").get_mut(&task.path) {
             count.left = count.left.saturating_sub(1);
         }

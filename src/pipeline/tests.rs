@@ -225,6 +225,7 @@ mod scripted {
             ready: vec![Mutex::new(VecDeque::new())],
             kept: vec![Mutex::default()],
             left: Mutex::default(),
+            to_start: Mutex::default(),
             started: AtomicUsize::new(0),
             gpus: Vec::new(),
             gates: vec![Mutex::default()],
@@ -256,6 +257,16 @@ mod scripted {
         reference: Script,
         candidate: Script,
     ) -> Evaluation {
+        evaluate_watched(facts, adjust, (reference, candidate), &|_| {})
+    }
+
+    /// The same, telling `enter` each phase the evaluation enters.
+    fn evaluate_watched(
+        facts: &HashMap<TaskId, TaskFacts>,
+        adjust: impl Fn(&mut Config),
+        (reference, candidate): (Script, Script),
+        enter: &dyn Fn(Phase),
+    ) -> Evaluation {
         let dir = tempfile::tempdir().unwrap();
         let mut config = config(dir.path());
         adjust(&mut config);
@@ -270,7 +281,35 @@ mod scripted {
         let (task, sub) = pair(dir.path());
         let build = python.compile(&task, &sub);
         assert_eq!(build.status, BuildStatus::Ok, "{}", build.message);
-        python.evaluate(&task, &sub, &build, 0)
+        python.evaluate(&task, &sub, &build, 0, enter)
+    }
+
+    /// The phases `evaluate_with` enters, in order, and its verdict.
+    fn phases(adjust: impl Fn(&mut Config), candidate: Script) -> (Vec<Phase>, Verdict) {
+        let entered = Mutex::new(Vec::new());
+        let enter = |phase| entered.lock().unwrap().push(phase);
+        let eval = evaluate_watched(&facts(), adjust, (reference, candidate), &enter);
+        (entered.into_inner().unwrap(), eval.verdict)
+    }
+
+    /// An evaluation tells its phases as it enters them: a passing one all of them, with a wait
+    /// for the device before its workers and before timing alone; one that fails a trial goes
+    /// from its trials to ending its workers; KernelBench's eval, asked for, comes last.
+    #[test]
+    fn an_evaluation_tells_the_phases_it_enters() {
+        use Phase::*;
+        let passing = [Waiting, Loading, Trials, Waiting, Timing, Profiling, Ending];
+        assert_eq!(phases(|_| {}, candidate), (passing.to_vec(), Verdict::Pass));
+        fn raises(request: &Request) -> Answer {
+            match request {
+                Request::Trial(_) => fake::err(error(ErrorKind::Forward, "RuntimeError: boom")),
+                other => candidate(other),
+            }
+        }
+        let failing = vec![Waiting, Loading, Trials, Ending];
+        assert_eq!(phases(|_| {}, raises), (failing, Verdict::RuntimeError));
+        let asked = phases(|c| c.kernelbench_eval = true, candidate).0;
+        assert_eq!(asked, [&passing[..], &[Kernelbench]].concat());
     }
 
     fn check<'e>(eval: &'e Evaluation, name: &str) -> &'e Check {
@@ -1104,14 +1143,14 @@ mod scripted {
         let mut build = python.compile(&task, &sub);
         build.status = BuildStatus::Failed;
         build.message = "error: identifier \"x\" is undefined".into();
-        let eval = python.evaluate(&task, &sub, &build, 0);
+        let eval = python.evaluate(&task, &sub, &build, 0, &|_| {});
         assert_eq!(eval.verdict, Verdict::CompileError);
         assert_eq!(eval.reason, "error: identifier \"x\" is undefined");
         assert!(eval.logs.is_empty() && eval.trials.is_empty());
         assert_eq!(eval.kernelbench_correct, None);
         assert_annotated(&eval);
         // A file's findings go to its one evaluation.
-        let again = python.evaluate(&task, &sub, &build, 0);
+        let again = python.evaluate(&task, &sub, &build, 0, &|_| {});
         assert!(again.findings.is_empty());
     }
 
@@ -1368,7 +1407,7 @@ mod scripted {
                 work.iter()
                     .map(|(task, sub)| {
                         let build = python.compile(task, sub);
-                        python.evaluate(task, sub, &build, 0).verdict
+                        python.evaluate(task, sub, &build, 0, &|_| {}).verdict
                     })
                     .collect()
             })
@@ -1426,9 +1465,10 @@ mod scripted {
         /// (started beside it, at most two ahead on the CPU and no more than candidates to
         /// come); what a candidate does (crash, cheat) leaves the next one's verdict alone; a
         /// reference that erred is retired (with the candidate workers started beside it), and
-        /// one that cannot load the task again is replaced before the candidate is judged. The
-        /// refill starts one spare pair, whose workers load nothing unless a reference is
-        /// replaced. Unconfined, every candidate gets a fresh pair.
+        /// one that cannot load the task again is replaced before the candidate is judged. While
+        /// evaluations are left to start, the refill keeps one spare pair, whose workers load
+        /// nothing unless a reference is replaced; none once the last has started. Unconfined,
+        /// every candidate gets a fresh pair.
         #[test]
         fn a_tasks_candidates_share_a_clean_reference_worker() {
             use Verdict::{Cheat, Crashed, Pass, Skipped};
@@ -1454,8 +1494,8 @@ mod scripted {
                     &["a.py", "b.py", "c.py"],
                     never,
                     &[Pass; 3],
-                    &[1, 1, 1, 0],
-                    4,
+                    &[1, 1, 1],
+                    3,
                 ),
                 (
                     "crash",
@@ -1483,8 +1523,8 @@ mod scripted {
                     &["linger.py", "b.py"],
                     never,
                     &[Pass, Pass],
-                    &[1, 1, 0],
-                    4,
+                    &[1, 1],
+                    3,
                 ),
                 // The first reference's two companions go with it.
                 (

@@ -1,7 +1,8 @@
-//! Progress while a run goes, on stderr: a line per finished evaluation and what is running now.
-//! On a terminal a bar that redraws twice a second (its clock and the running evaluation's
-//! time move through long phases); without one (a pipe, a log file) a line every
-//! `LINE_EVERY`, so the output is never silent for long.
+//! Progress while a run goes, on stderr: a line per finished evaluation and what is running now,
+//! in which phase. On a terminal a bar that redraws twice a second (its clock and the running
+//! evaluation's times move through long phases); without one (a pipe, a log file) a line every
+//! `LINE_EVERY`, so the output is never silent for long. Phases are recorded as the pipeline
+//! tells them (`pipeline::Phase`): nothing here decides one.
 
 use std::io::IsTerminal;
 use std::sync::mpsc;
@@ -11,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 
+use crate::pipeline::Phase;
 use crate::record::{Evaluation, Timing};
 use crate::submission::Submission;
 
@@ -66,9 +68,22 @@ impl Progress {
     }
 
     pub fn started(&self, s: &Submission) {
-        lock(&self.state)
+        lock(&self.state).running.push(Running {
+            file: s.file.clone(),
+            since: Instant::now(),
+            phase: None,
+        });
+        self.bar.tick();
+    }
+
+    pub fn entered(&self, s: &Submission, phase: Phase) {
+        if let Some(r) = lock(&self.state)
             .running
-            .push((s.file.clone(), Instant::now()));
+            .iter_mut()
+            .find(|r| r.file == s.file)
+        {
+            r.phase = Some((phase, Instant::now()));
+        }
         self.bar.tick();
     }
 
@@ -76,7 +91,7 @@ impl Progress {
         {
             let mut state = lock(&self.state);
             state.done += 1;
-            if let Some(at) = state.running.iter().position(|r| r.0 == e.file) {
+            if let Some(at) = state.running.iter().position(|r| r.file == e.file) {
                 state.running.remove(at);
             }
         }
@@ -116,8 +131,14 @@ struct State {
     total: usize,
     built: usize,
     done: usize,
-    /// The evaluations running now: file and when it started.
-    running: Vec<(String, Instant)>,
+    running: Vec<Running>,
+}
+
+/// An evaluation running now: its file, when it started, and the phase it is in, since when.
+struct Running {
+    file: String,
+    since: Instant,
+    phase: Option<(Phase, Instant)>,
 }
 
 impl State {
@@ -131,15 +152,23 @@ impl State {
         }
     }
 
-    /// The builds, then the evaluation running longest and for how long.
+    /// The builds, then the evaluation running longest and for how long, and its phase.
     fn activity(&self, now: Instant) -> String {
         let mut text = format!("{} built", self.built);
-        match self.running.iter().min_by_key(|r| r.1) {
-            Some((file, since)) => {
+        match self.running.iter().min_by_key(|r| r.since) {
+            Some(r) => {
                 text.push_str(&format!(
-                    "; evaluating {file} for {}",
-                    clock(now.saturating_duration_since(*since))
+                    "; evaluating {} for {}",
+                    r.file,
+                    clock(now.saturating_duration_since(r.since))
                 ));
+                if let Some((phase, since)) = r.phase {
+                    text.push_str(&format!(
+                        ", {} for {}",
+                        phase.as_str(),
+                        clock(now.saturating_duration_since(since))
+                    ));
+                }
                 if self.running.len() > 1 {
                     text.push_str(&format!(" (+{} more)", self.running.len() - 1));
                 }
@@ -208,22 +237,41 @@ fn short_reason(reason: &str) -> String {
 mod tests {
     use super::*;
 
+    fn running(file: &str, since: Instant, phase: Option<(Phase, Instant)>) -> Running {
+        Running {
+            file: file.into(),
+            since,
+            phase,
+        }
+    }
+
     #[test]
-    fn the_line_names_the_longest_running_evaluation_and_its_time() {
+    fn the_line_names_the_longest_running_evaluation_its_phase_and_their_times() {
         let t0 = Instant::now();
+        let at = |s| t0 + Duration::from_secs(s);
         let mut state = State::new(30, t0);
         assert_eq!(state.activity(t0), "0 built; building");
         state.built = 5;
         state.done = 2;
         state.running = vec![
-            ("level1/2_b.py".into(), t0 + Duration::from_secs(60)),
-            ("level1/1_a.py".into(), t0 + Duration::from_secs(20)),
+            running("level1/2_b.py", at(60), Some((Phase::Trials, at(70)))),
+            running("level1/1_a.py", at(20), None),
         ];
-        let now = t0 + Duration::from_secs(3725);
+        let now = at(3725);
         assert_eq!(
             state.line(now),
             "kbench: [01:02:05] 2/30 evaluated, 5 built; evaluating level1/1_a.py for \
              01:01:45 (+1 more)"
+        );
+        state.running[1].phase = Some((Phase::Timing, at(3695)));
+        assert_eq!(
+            state.activity(now),
+            "5 built; evaluating level1/1_a.py for 01:01:45, timing for 00:00:30 (+1 more)"
+        );
+        state.running.remove(1);
+        assert_eq!(
+            state.activity(now),
+            "5 built; evaluating level1/2_b.py for 01:01:05, correctness trials for 01:00:55"
         );
     }
 

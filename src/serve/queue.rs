@@ -430,9 +430,10 @@ fn evaluate_loop<B: Backend>(shared: &Shared<B>, slot: usize, thread: u64) {
                 deadline: entry.deadlines.evaluate,
             });
             drop(state);
-            let eval = entry
-                .backend
-                .evaluate(&entry.task, &entry.submission, &build, slot);
+            let eval =
+                entry
+                    .backend
+                    .evaluate(&entry.task, &entry.submission, &build, slot, &|_| {});
             // Reported inside the stage: a `done` that hangs holds the stage, not the slot.
             if let Some(done) = entry.claim() {
                 end(shared, done, Outcome::Judged(eval));
@@ -507,6 +508,7 @@ mod tests {
     use std::sync::mpsc;
 
     use super::*;
+    use crate::pipeline::Phase;
     use crate::report::tests::sample_evaluation;
     use crate::task::TaskId;
     use crate::verdict::Verdict;
@@ -568,7 +570,14 @@ mod tests {
             sample_evaluation("honest.py").build.expect("built")
         }
 
-        fn evaluate(&self, task: &Task, sub: &Submission, _: &Build, slot: usize) -> Evaluation {
+        fn evaluate(
+            &self,
+            task: &Task,
+            sub: &Submission,
+            _: &Build,
+            slot: usize,
+            _: &dyn Fn(Phase),
+        ) -> Evaluation {
             if sub.file.contains("hang_eval") {
                 hang();
             }
