@@ -66,9 +66,10 @@ impl<S: Spawner> Python<'_, S> {
         let mut library_made = None;
         for mut check in profiled.checks {
             if check.name == LIBRARY_OUTPUT && check.outcome == Outcome::Fail {
-                match self.reuse_limit() {
-                    Some(_) => library_made = Some(check.evidence.clone()),
-                    None => check.outcome = Outcome::Warn, // `--library-policy any`: the library may do it all
+                if self.reuse_limit().is_some() {
+                    library_made = Some(check.evidence.clone());
+                } else {
+                    check.outcome = Outcome::Warn; // `--library-policy any`: the library may do it all
                 }
             }
             merge_check(&mut eval.checks, check);

@@ -46,18 +46,18 @@ _WEIGHT = -0x61C8864680B583EB  # 0x9E3779B97F4A7C15, the golden ratio's bits, as
 _MASK = (1 << 64) - 1
 
 
+def _flat_bits(t):
+    """A tensor's elements' bits in logical order, one dimension (`outputs.bits`)."""
+    return bits(t.detach().reshape(-1)).reshape(-1)
+
+
 def fingerprint(t):
     """(dtype, elements, hash) of a dense tensor's contents: a sum of its elements' bits, each
     times an odd weight its position gives, modulo 2**64 (int64 arithmetic wraps); None for
     tensors without plain strided memory."""
     if t.layout != torch.strided or t.device.type == "meta":
         return None
-    flat = t.detach().reshape(-1)
-    if flat.dtype == torch.bool:
-        flat = flat.view(torch.uint8)
-    if flat.is_complex():
-        flat = torch.view_as_real(flat).reshape(-1)
-    raw = bits(flat)
+    raw = _flat_bits(t)
     total = 0
     for start in range(0, raw.numel(), _CHUNK):
         part = raw[start : start + _CHUNK].to(torch.int64)
@@ -69,7 +69,7 @@ def fingerprint(t):
 
 def _constant(t):
     """Whether every element of ``t`` has the same bits (a zero-filled buffer, one value)."""
-    raw = bits(t.detach().reshape(-1).view(torch.uint8) if t.dtype == torch.bool else t.detach().reshape(-1))
+    raw = _flat_bits(t)
     return raw.numel() < 2 or bool(raw.min() == raw.max())
 
 
