@@ -117,6 +117,9 @@ pub enum ImportFormat {
     /// pybind/hgemm_GPU_fp32.cc and eval_results/*_speedup_{offline,server}.csv; a task per
     /// shape, a submission per kernel (built with CUTLASS: see kbench doctor)
     CudaL2,
+    /// Stanford's good-kernels checkout: a folder per problem with ref.py (the task) and src.py
+    /// (the kernel); the published figures are its blog post's (FP32, on an L40S)
+    GoodKernels,
 }
 
 #[derive(Debug, Args)]
@@ -124,7 +127,7 @@ pub struct ImportArgs {
     /// The published format
     #[arg(value_enum)]
     pub format: ImportFormat,
-    /// The published file (cuda-l1, sakana) or run directory (kernelbench-run)
+    /// The published file (cuda-l1, sakana) or folder (kernelbench-run, cuda-l2, good-kernels)
     pub src: PathBuf,
     /// Output folder, created; must be missing or empty
     pub out: PathBuf,

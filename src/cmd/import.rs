@@ -19,6 +19,7 @@ pub fn run(args: &ImportArgs) -> Result<Exit> {
         ImportFormat::CudaL1 => import::cuda_l1::read(&args.src)?,
         ImportFormat::KernelbenchRun => import::kernelbench_run::read(&args.src)?,
         ImportFormat::Sakana => import::sakana::read(&args.src)?,
+        ImportFormat::GoodKernels => import::good_kernels::read(&args.src)?,
         ImportFormat::CudaL2 => {
             let selection = import::cuda_l2::Selection {
                 shapes: args.shapes.clone(),

@@ -28,7 +28,7 @@ const MAX_LIBRARY_SHARE: f64 = 0.5;
 const LIBRARY_OUTPUT: &str = "profile.library_output";
 
 /// What the profiled call shows: the cause that decides the verdict (the kernels' evidence,
-/// unless a breach of the module contract found before timing decides it: `verify_and_time`),
+/// unless a breach of the module contract found after timing, or before it: `verify_and_time`),
 /// and where the forward synchronizes with the host, the narrower host-speed error its timing's
 /// label allows (`annotate` applies it).
 pub(super) struct Judged {
@@ -58,7 +58,8 @@ impl<S: Spawner> Python<'_, S> {
             seed: derive_seed(cfg.seed, STATE_STREAM),
             forward_seed: derive_seed(cfg.seed, STATE_STREAM - 1),
         };
-        for check in ask(candidate, state, cfg.timeouts.call)?.checks {
+        let stated = ask(candidate, state, cfg.timeouts.call)?;
+        for check in stated.checks {
             merge_check(&mut eval.checks, check);
         }
         // Its three calls: the profiled one and `profile.library_output`'s two traced ones.
@@ -118,10 +119,12 @@ impl<S: Spawner> Python<'_, S> {
             reference: r.launches,
             candidate: figures.launches,
         });
-        Ok(Judged {
-            cause: Cause::Kernels(Box::new(evidence)),
-            host_error,
-        })
+        // A breach found after timing outranks what the kernels show, as one found before does.
+        let cause = match stated.contract {
+            Some(why) => Cause::Contract(why),
+            None => Cause::Kernels(Box::new(evidence)),
+        };
+        Ok(Judged { cause, host_error })
     }
 
     /// One profiled call after timing, the same inputs for either worker.

@@ -75,6 +75,9 @@ impl Command for Trial {
 #[serde(default)]
 pub struct Stated {
     pub checks: Vec<Check>,
+    /// A breach of the module contract found after timing (a module that hands out one static
+    /// output only once warm), naming the check.
+    pub contract: Option<String>,
 }
 
 impl Command for State {

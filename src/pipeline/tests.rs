@@ -971,6 +971,64 @@ mod scripted {
         assert!(eval.timing.is_none());
     }
 
+    /// A module that hands out one static output only once warm: timing meets it in a burst (a
+    /// `contract` error from the candidate's timed calls) and times it again one call per
+    /// sample; the check after timing finds it again, and the profiled call still runs.
+    #[test]
+    fn a_static_output_met_while_timed_is_timed_again_and_is_contract() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        const MET: &str = "outputs.independence: timed call 3 returned the memory of the burst's \
+                           earlier output 0 of call 2";
+        const AFTER: &str = "outputs.independence: forward returns the same output storage";
+        fn warm_static(request: &Request) -> Answer {
+            static SETUPS: AtomicUsize = AtomicUsize::new(0);
+            match request {
+                Request::TimeSetup(_) => {
+                    SETUPS.fetch_add(1, Ordering::SeqCst);
+                    candidate(request)
+                }
+                Request::Time(_) if SETUPS.load(Ordering::SeqCst) == 1 => {
+                    fake::err(error(ErrorKind::Contract, MET))
+                }
+                Request::State(_) => fake::ok(json!({
+                    "checks": [{"name": "outputs.independence", "outcome": "fail",
+                                "evidence": AFTER, "seconds": 0.0}],
+                    "contract": AFTER,
+                })),
+                other => candidate(other),
+            }
+        }
+        let eval = evaluate(reference, warm_static);
+        assert_eq!(
+            (eval.verdict, eval.reason.as_str()),
+            (Verdict::Contract, MET)
+        );
+        assert!(eval.timing.is_some(), "timed again");
+        let found = check(&eval, "outputs.independence");
+        assert_eq!(found.outcome, Outcome::Fail);
+        assert!(
+            found.evidence.starts_with("while timed: "),
+            "{}",
+            found.evidence
+        );
+        assert!(eval.checks.iter().any(|c| c.name == "kernels.mapped"));
+
+        // Found only after timing: the verdict is the breach's, with the timing and the profile.
+        fn static_after(request: &Request) -> Answer {
+            match request {
+                Request::State(_) => warm_static(request),
+                other => candidate(other),
+            }
+        }
+        let eval = evaluate(reference, static_after);
+        assert_eq!(
+            (eval.verdict, eval.reason.as_str()),
+            (Verdict::Contract, AFTER)
+        );
+        assert!(eval.timing.is_some());
+        assert!(eval.checks.iter().any(|c| c.name == "kernels.mapped"));
+    }
+
     #[test]
     fn a_candidate_without_kernels_of_its_own_is_no_kernel() {
         fn pure_pytorch(request: &Request) -> Answer {

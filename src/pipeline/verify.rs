@@ -564,7 +564,22 @@ fn failure(trial: &Trial, breach: Option<String>, at: &str) -> Option<Cause> {
 
 /// The first trial's checks that call forward again (`TrialPlan::second_calls`); KernelBench
 /// makes no second call.
-const SECOND_CALL_CHECKS: [&str; 2] = ["outputs.independence", "determinism.rerun"];
+const SECOND_CALL_CHECKS: [&str; 2] = [INDEPENDENCE, "determinism.rerun"];
+
+/// The check that a call returns memory of its own, which a static output breaks.
+pub(super) const INDEPENDENCE: &str = "outputs.independence";
+
+/// `outputs.independence`'s failure as timing met it: a timed call handed out the output
+/// storage of an earlier one (`why`, the worker's message).
+pub(super) fn independence_breach(why: &str) -> Check {
+    Check {
+        name: INDEPENDENCE.into(),
+        outcome: Outcome::Fail,
+        evidence: format!("while timed: {why}"),
+        seconds: 0.0,
+        runs: 1,
+    }
+}
 
 /// The loosest tolerance of KernelBench's versions (v0 and v0.1's 1e-2): its trials go on past
 /// kbench's failure until the verdict at this tolerance is known (`Evaluation::kernelbench_needed`).

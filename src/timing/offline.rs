@@ -203,7 +203,7 @@ impl<L: Link> Session<'_, L> {
         let medians = || warm.iter().filter_map(|w| w.median_ms);
         let shortest_ms = medians().fold(f64::INFINITY, f64::min);
         let median_ms = medians().fold(0.0, f64::max);
-        let burst = if cfg.device == Device::Cuda {
+        let burst = if cfg.device == Device::Cuda && !self.single_calls {
             burst_size(shortest_ms)
         } else {
             1
@@ -457,6 +457,12 @@ impl<L: Link> Session<'_, L> {
         if timing.method == CHARGED {
             warnings.push(
                 "the candidate's blocks took more wall time than the times it reported explain (timing.wall_envelope): each of its samples is charged the unexplained wall time beyond the reference's and the allowance, by kbench's own clock, and such times label nothing FASTER"
+                    .into(),
+            );
+        }
+        if self.single_calls {
+            warnings.push(
+                "one call per sample, however short: forward hands out the same output storage on every call (outputs.independence), which a burst's later calls would overwrite before it is kept"
                     .into(),
             );
         }

@@ -41,6 +41,10 @@ pub struct Session<'s, L: Link> {
     /// workers see it), when the outputs cannot stay on the GPU and be shared by CUDA IPC: on
     /// the CPU, or after IPC failed.
     pub kept_files: Option<PathBuf>,
+    /// One call per sample for every arm: the candidate hands out the same output storage on
+    /// every call (`outputs.independence`'s breach), so a burst's later calls would overwrite
+    /// the earlier calls' outputs before they are kept.
+    pub single_calls: bool,
     /// Where the session's time went beside the sampled rounds, so far.
     pub spent: Spent,
 }

@@ -119,18 +119,28 @@ mod session {
         reference: Script,
         candidate: Script,
     ) -> (Result<Timing, Failed>, Vec<Check>, [Vec<String>; 2], Spent) {
-        let config = cpu_config();
+        time_in(&cpu_config(), false, reference, candidate)
+    }
+
+    /// The same in the run's setting `config`, one call per sample where `single_calls`.
+    fn time_in(
+        config: &Config,
+        single_calls: bool,
+        reference: Script,
+        candidate: Script,
+    ) -> (Result<Timing, Failed>, Vec<Check>, [Vec<String>; 2], Spent) {
         let mut reference = Scripted::new(reference);
         let mut candidate = Scripted::new(candidate);
         let mut checks = Vec::new();
         let mut session = Session {
-            config: &config,
+            config,
             reference: &mut reference,
             candidate: &mut candidate,
             gpu: None,
             cpu: None,
             seed_base: 7,
             kept_files: None,
+            single_calls,
             spent: Spent::default(),
         };
         let timing = session.run(&mut checks);
@@ -166,6 +176,49 @@ mod session {
             spent.process_check_s, 0.0,
             "a SAME label has no process check"
         );
+    }
+
+    /// On a GPU, calls of 10 µs are timed in bursts, unless the candidate hands out one static
+    /// output: then every arm's sample is one call, and the timing says why.
+    #[test]
+    fn a_static_output_is_timed_one_call_per_sample() {
+        let mut config = cpu_config();
+        config.device = crate::config::Device::Cuda;
+        for single_calls in [false, true] {
+            let bursts = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+            let asked = |seen: std::rc::Rc<std::cell::RefCell<Vec<u32>>>| -> Script {
+                let mut short = worker(0.01, 0.0);
+                Box::new(move |request| {
+                    if let Request::Time(time) = request {
+                        seen.borrow_mut().push(time.burst.unwrap_or(1));
+                    }
+                    short(request)
+                })
+            };
+            let (timing, _, _, _) = time_in(
+                &config,
+                single_calls,
+                asked(bursts.clone()),
+                asked(bursts.clone()),
+            );
+            let timing = timing.unwrap();
+            let bursts = bursts.borrow();
+            let note = timing
+                .warnings
+                .iter()
+                .any(|w| w.starts_with("one call per sample"));
+            if single_calls {
+                assert!(bursts.iter().all(|b| *b == 1), "{bursts:?}");
+                assert!(note && timing.burst.is_none(), "{:?}", timing.warnings);
+            } else {
+                assert!(bursts.iter().all(|b| *b == super::BURST_MAX), "{bursts:?}");
+                assert!(
+                    !note && timing.burst == Some(super::BURST_MAX),
+                    "{:?}",
+                    timing.warnings
+                );
+            }
+        }
     }
 
     #[test]
@@ -251,6 +304,7 @@ mod session {
                 cpu: None,
                 seed_base: 7,
                 kept_files: None,
+                single_calls: false,
                 spent: Spent::default(),
             }
             .run(&mut checks);

@@ -267,7 +267,7 @@ def classify(exc, phase, kind=None):
         return error("output", text)
     if isinstance(exc, ContractError):
         return error("contract", text)
-    if _OVERWRITTEN in text:
+    if OVERWRITTEN in text:
         return error("contract", f"{phase}: {cause.line(exc)} (torch.compile's CUDA graphs hand out the same output storage on every call)", exc)
     if _CAPTURE_LEFT_OPEN in text:
         return error(
@@ -312,7 +312,7 @@ class ContractError(RuntimeError):
 
 # torch.compile's CUDA graphs raise this when a caller reads an output a later replay overwrote:
 # the module hands out the same output storage on every call.
-_OVERWRITTEN = "accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run"
+OVERWRITTEN = "accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run"
 # A failed CUDA graph capture whose exception was caught leaves the CUDA generator capturing;
 # its next draw outside a capture raises this.
 _CAPTURE_LEFT_OPEN = "Offset increment outside graph capture encountered unexpectedly"

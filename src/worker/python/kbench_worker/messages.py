@@ -430,6 +430,7 @@ class Timed(TypedDict, total=False):
 
 class Stated(TypedDict, total=False):
     checks: list[Check]
+    contract: Optional[str]
 
 
 class Profiled(TypedDict, total=False):

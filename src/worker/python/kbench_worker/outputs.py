@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from .harness import ContractError, OutputCheckError, OutputTypeError, TamperError
+from .harness import OVERWRITTEN, ContractError, OutputCheckError, OutputTypeError, TamperError
 
 # Elements per comparison step: bounds the temporaries of a comparison on multi-GB outputs.
 CHUNK = 1 << 26
@@ -176,6 +176,25 @@ def snapshot(outs):
         return None
 
 
+def overwritten(outs):
+    """The indices of the outputs a later call made unreadable: torch.compile's CUDA graph trees
+    mark an output they overwrote so that any access to it raises (`harness.OVERWRITTEN`)."""
+    gone = []
+    for i, o in enumerate(outs):
+        try:
+            o.untyped_storage()
+        except RuntimeError as exc:
+            if OVERWRITTEN not in str(exc):
+                raise
+            gone.append(i)
+    return gone
+
+
+def rebuilt(out, tensors):
+    """``tensors`` in the container ``out`` came in (a tensor, a tuple, torch's named tuples, a list)."""
+    return type(out)(tensors) if _container(out) else tensors[0]
+
+
 def independence(first, copies, second):
     """`outputs.independence`: a second call on other inputs leaves the first call's outputs
     as they were and returns new memory (the reference returns new tensors every call).
@@ -183,8 +202,16 @@ def independence(first, copies, second):
     Returning the same storage on every call (a preallocated buffer, a CUDA graph's static
     output) breaks the module's contract, whatever the intent: the caller's earlier result is
     overwritten (`harness.ContractError`; the first outputs are put back from their copies, for
-    the trial's comparison). An earlier output that changes while the next call returns other
+    the trial's comparison, or where the next call made them unreadable, the caller hands over
+    the copies: `overwritten`). An earlier output that changes while the next call returns other
     memory means the module keeps writing into what it handed out: that is evasion (`cheat`)."""
+    gone = overwritten(first)
+    if gone:
+        raise ContractError(
+            f"outputs.independence: the next call overwrote output(s) {gone} (torch.compile's CUDA graphs hand out the same output storage "
+            "on every call, and mark what they overwrote unreadable), so the next call overwrites the caller's result; return new tensors "
+            "(e.g. copy out of a CUDA graph's static output)"
+        )
     shared = [f"output {i} is the same memory as the next call's output {j}" for i, a in enumerate(first) for j, b in enumerate(second) if _overlap(a, b)]
     if shared:
         for a, c in zip(first, copies or []):
