@@ -15,10 +15,10 @@ use crate::task::Task;
 use crate::timing::{self, Failed};
 use crate::verdict::{Cause, KernelEvidence};
 use crate::worker::request::{Profile, State};
-use crate::worker::Link;
+use crate::worker::{Link, Stream};
 
 use super::stage::ask;
-use super::{derive_seed, Python, Spawner, PROFILE_STREAM, STATE_STREAM};
+use super::{Python, Spawner};
 
 /// Above this share of GPU time in library kernels a submission is `no_kernel` where the
 /// `--library-policy` applies a limit.
@@ -55,8 +55,8 @@ impl<S: Spawner> Python<'_, S> {
         // The candidate's state checks, outside every timed request (the wall envelope compares
         // them with the reference's), and its outputs' independence once it has warmed up.
         let state = State {
-            seed: derive_seed(cfg.seed, STATE_STREAM),
-            forward_seed: derive_seed(cfg.seed, STATE_STREAM - 1),
+            seed: Stream::State { forward: false }.seed(cfg.seed),
+            forward_seed: Stream::State { forward: true }.seed(cfg.seed),
         };
         let stated = ask(candidate, state, cfg.timeouts.call)?;
         for check in stated.checks {
@@ -130,8 +130,8 @@ impl<S: Spawner> Python<'_, S> {
     /// One profiled call after timing, the same inputs for either worker.
     fn profile_request(&self) -> Profile {
         Profile {
-            seed: derive_seed(self.config.seed, PROFILE_STREAM),
-            forward_seed: derive_seed(self.config.seed, PROFILE_STREAM - 1),
+            seed: Stream::Profile { forward: false }.seed(self.config.seed),
+            forward_seed: Stream::Profile { forward: true }.seed(self.config.seed),
         }
     }
 

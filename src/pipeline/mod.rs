@@ -31,7 +31,7 @@ use crate::taskfacts::TaskFacts;
 use crate::timing::{self, Failed};
 use crate::verdict::{Cause, ReferenceStep};
 use crate::worker::protocol::ErrorKind;
-use crate::worker::{derive_seed, Link, Spawn, Worker};
+use crate::worker::{Link, Spawn, Stream, Worker};
 
 mod annotate;
 mod build;
@@ -193,13 +193,6 @@ pub struct Python<'a, S: Spawner = Processes> {
     /// What the run adds to each evaluation from outside the workers (`annotate`).
     annotations: Annotations,
 }
-
-/// Seed streams of `derive_seed`: trials use 1, 2, 3, ... (input and forward seed per trial,
-/// `verify`); the others are the stages'.
-const TIMING_STREAM: u64 = 0;
-const PERTURB_STREAM: u64 = u64::MAX;
-const PROFILE_STREAM: u64 = u64::MAX - 1;
-const STATE_STREAM: u64 = u64::MAX - 3;
 
 impl<'a> Python<'a> {
     /// The backend of a run; `build_key` is torch's version and the architectures (part of every
@@ -589,7 +582,7 @@ impl<S: Spawner> Python<'_, S> {
             candidate: &mut *handover.candidate,
             gpu: self.gpus.get(slot).and_then(Option::as_ref),
             cpu: self.timing_cpus.get(slot).copied(),
-            seed_base: derive_seed(cfg.seed, TIMING_STREAM),
+            seed_base: Stream::Timing.seed(cfg.seed),
             kept_files,
             single_calls,
             spent: timing::Spent::default(),

@@ -15,13 +15,13 @@ use crate::taskfacts::TaskFacts;
 use crate::timing::Failed;
 use crate::verdict::{Cause, ReferenceStep, Verdict};
 use crate::worker::request::{self, CheckOutputs, Perturb, Ping, Variant};
-use crate::worker::{Link, Reply};
+use crate::worker::{Link, Reply, Stream};
 
 use super::kernelbench::{self, KERNELBENCH_NEVER};
 use super::load::slot_compiled;
 use super::replies::Shipped;
 use super::stage::{ask, Handover};
-use super::{derive_seed, Python, Spawner, PERTURB_STREAM};
+use super::{Python, Spawner};
 
 /// `inputs.distribution_perturbation`: the scaled variant multiplies the inputs by this.
 const SCALE_FACTOR: f64 = 8.0;
@@ -170,7 +170,7 @@ impl<S: Spawner> Python<'_, S> {
         index: &mut u32,
     ) -> Result<(), Failed> {
         const NAME: &str = "params.perturbation";
-        let seed = derive_seed(self.config.seed, PERTURB_STREAM);
+        let seed = Stream::Perturb.seed(self.config.seed);
         let what = match self.perturb_params(handover, eval, seed) {
             Ok(None) => return Ok(()),
             Ok(Some(what)) => Ok(what),
@@ -543,13 +543,10 @@ impl<S: Spawner> Python<'_, S> {
     }
 }
 
-/// Trial `index`'s input seed and forward seed (seed streams 1, 2, 3, ...).
-pub(super) fn trial_seeds(run_seed: u64, index: u32) -> (u64, u64) {
-    let index = u64::from(index);
-    (
-        derive_seed(run_seed, 2 * index + 1),
-        derive_seed(run_seed, 2 * index + 2),
-    )
+/// Trial `index`'s input seed and forward seed.
+fn trial_seeds(run_seed: u64, index: u32) -> (u64, u64) {
+    let seed = |forward| Stream::Trial { index, forward }.seed(run_seed);
+    (seed(false), seed(true))
 }
 
 /// What a compared trial decides, its reason after `at`: wrong values (`incorrect`, whatever

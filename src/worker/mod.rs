@@ -17,4 +17,4 @@ pub mod tree;
 pub use link::{Failure, Link};
 pub use process::{Spawn, Worker};
 pub use protocol::{ErrorKind, Reply, WorkerError};
-pub use seed::derive_seed;
+pub use seed::{derive_seed, Stream};
