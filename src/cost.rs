@@ -170,7 +170,7 @@ mod tests {
             Cost::Unmeasured(3.0)
         );
         for seconds in [4.0, 9.0, 1.0] {
-            let mut e = crate::report::tests::sample_record().evaluations[0].clone();
+            let mut e = crate::record::fixtures::sample_record().evaluations[0].clone();
             e.task_name = "19_ReLU".into();
             // Two of its seconds were spent waiting for another lane: not its cost.
             e.phases.gpu_wait_s = 2.0;

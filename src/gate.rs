@@ -103,7 +103,7 @@ fn failure(e: &Evaluation, warned: bool, rules: &GateArgs) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::tests::{sample_evaluation, sample_record};
+    use crate::record::fixtures::{sample_evaluation, sample_record};
     use crate::shard::Shard;
 
     fn rules(min_speedup: Option<f64>, require_kernel: bool) -> GateArgs {
@@ -200,7 +200,7 @@ mod tests {
     #[test]
     fn gate_fails_on_timings_faster_than_light() {
         let mut record = sample_record();
-        let t = crate::report::tests::honest_timing(&mut record);
+        let t = crate::record::fixtures::honest_timing(&mut record);
         t.invalid = true;
         t.percent_sol = Some(250.0);
         let gate = judge(&record, &rules(None, false));

@@ -225,13 +225,13 @@ pub fn read_run(dir: &Path, trust: &Trust) -> Result<RunRecord> {
     let bytes = untrusted::read_regular_beneath(dir, Path::new(RECORD), RECORD_CAP)
         .map_err(|e| Error::read(dir.join(RECORD), e))?;
     let json = authenticate(&dir.display().to_string(), &bytes, trust)?;
-    crate::report::json::parse(&json)
+    RunRecord::parse(&json)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::tests::sample_record;
+    use crate::record::fixtures::sample_record;
     use crate::shard::Shard;
     use std::os::unix::fs::symlink;
 
@@ -396,7 +396,7 @@ mod tests {
         for (case, file, trust, expected) in cases {
             match (authenticate("shard-0", file, &trust), expected) {
                 (Ok(json), Ok(())) => {
-                    crate::report::json::parse(&json).unwrap();
+                    RunRecord::parse(&json).unwrap();
                 }
                 (Err(Refusal::Mismatch(why)), Err(words)) => {
                     assert!(why.starts_with("shard-0: "), "{case}: {why}");

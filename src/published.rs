@@ -392,7 +392,7 @@ pub fn render(s: &PublishedSummary) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::report::tests::{sample_evaluation, sample_record};
+    use crate::record::fixtures::{sample_evaluation, sample_record};
 
     /// A published row of `file` (task 1/19 unless the file names another).
     fn row(file: &str, speedup: Option<f64>, correct: Option<bool>) -> PublishedRow {

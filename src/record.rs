@@ -1,12 +1,19 @@
 //! The run record: one plain serde value that every report is made from, written as
 //! `results.json` after each evaluation so that a killed run loses nothing.
 
+use std::path::{Path, PathBuf};
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::error::{Error, Result};
 
 use crate::stats::{Decision, Speedup};
 use crate::task::TaskId;
 use crate::verdict::Verdict;
+
+#[cfg(test)]
+pub(crate) mod fixtures;
 
 /// Bumped whenever a field changes meaning or disappears.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -57,6 +64,37 @@ pub struct RunRecord {
     /// when its seed came from `--seed-file`. Never written.
     #[serde(skip)]
     pub key: Option<crate::record_mac::RecordKey>,
+}
+
+impl RunRecord {
+    /// A record written by a run of this schema, from its bytes (`--resume`, `merge` and the
+    /// reports over runs read it so).
+    pub fn parse(bytes: &[u8]) -> Result<RunRecord> {
+        let record: RunRecord = serde_json::from_slice(bytes)
+            .map_err(|e| Error::Other(format!("read results.json: {e}")))?;
+        if record.schema_version != SCHEMA_VERSION {
+            return Err(Error::Usage(format!(
+                "read results.json: it has schema {}, this kbench reads {SCHEMA_VERSION}",
+                record.schema_version
+            )));
+        }
+        Ok(record)
+    }
+
+    /// The record of a run: `path` is its folder (holding results.json) or the file itself.
+    /// Returns the folder its log paths are relative to, and the record.
+    pub fn read(path: &Path) -> Result<(PathBuf, RunRecord)> {
+        let (dir, file) = if path.is_dir() {
+            (path.to_path_buf(), path.join("results.json"))
+        } else {
+            let dir = path.parent().map_or_else(PathBuf::new, Path::to_path_buf);
+            (dir, path.to_path_buf())
+        };
+        let bytes = std::fs::read(&file).map_err(|e| Error::read(&file, e))?;
+        let record = RunRecord::parse(&bytes)
+            .map_err(|e| Error::Usage(format!("{e} (in {})", file.display())))?;
+        Ok((dir, record))
+    }
 }
 
 /// What the run ran on: from the Python probe (torch, CUDA, GPUs) and NVML (driver).

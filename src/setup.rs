@@ -171,7 +171,7 @@ pub fn start_record(
             )));
         }
         let bytes = std::fs::read(&existing).map_err(|e| Error::read(&existing, e))?;
-        let mut record = report::json::parse(&bytes)?;
+        let mut record = RunRecord::parse(&bytes)?;
         if record.config != config.recorded() {
             return Err(Error::Usage(format!(
                 "resume {}: its settings differ from this run's: {}",

@@ -221,7 +221,7 @@ fn measure(python: &str, worker_path: &Path, dir: &Path, gpu: u32) -> Result<Cei
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::tests::sample_evaluation;
+    use crate::record::fixtures::sample_evaluation;
     use serde_json::json;
 
     /// The H100 figures of docs/design/timing.md: 3.0 TB/s copy, ~52 TFLOP/s fp32, TF32 ~400, bf16 ~800.

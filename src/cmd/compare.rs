@@ -4,6 +4,7 @@
 use crate::cli::CompareArgs;
 use crate::error::{Error, Result};
 use crate::exit::Exit;
+use crate::record::RunRecord;
 use crate::report;
 
 pub fn run(args: &CompareArgs) -> Result<Exit> {
@@ -13,8 +14,8 @@ pub fn run(args: &CompareArgs) -> Result<Exit> {
             args.band
         )));
     }
-    let (_, before) = report::json::read_run(&args.before)?;
-    let (_, after) = report::json::read_run(&args.after)?;
+    let (_, before) = RunRecord::read(&args.before)?;
+    let (_, after) = RunRecord::read(&args.after)?;
     let c = report::compare::compare(&before, &after, args.band);
     print!("{}", report::compare::render(&c));
     let Some(threshold) = args.fail_on_regression else {

@@ -7,6 +7,7 @@ use crate::atomic_file;
 use crate::cli::LeaderboardArgs;
 use crate::error::{Error, Result};
 use crate::exit::Exit;
+use crate::record::RunRecord;
 use crate::report;
 
 pub fn run(args: &LeaderboardArgs) -> Result<Exit> {
@@ -14,7 +15,7 @@ pub fn run(args: &LeaderboardArgs) -> Result<Exit> {
         .runs
         .iter()
         .map(|p| {
-            let (dir, record) = report::json::read_run(p)?;
+            let (dir, record) = RunRecord::read(p)?;
             let dir = std::path::absolute(&dir).map_err(|e| Error::read(&dir, e))?;
             let submitter = dir
                 .file_name()

@@ -7,13 +7,14 @@ use crate::atomic_file;
 use crate::cli::ReportArgs;
 use crate::error::{Error, Result};
 use crate::exit::Exit;
+use crate::record::RunRecord;
 use crate::report;
 
 pub fn run(args: &ReportArgs) -> Result<Exit> {
     let runs = args
         .runs
         .iter()
-        .map(|p| report::json::read_run(p))
+        .map(|p| RunRecord::read(p))
         .collect::<Result<Vec<_>>>()?;
     let out = match (&args.out, runs.as_slice()) {
         (Some(out), _) => out.clone(),

@@ -270,7 +270,7 @@ pub fn render(c: &Comparison) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::tests::sample_record;
+    use crate::record::fixtures::sample_record;
 
     /// B: the sample run with the 1.6x level-2 kernel twice as slow and the timed-out softmax
     /// now passing at 1.5x.

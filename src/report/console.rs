@@ -202,7 +202,8 @@ pub fn final_report(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{summary, tests::sample_record};
+    use crate::record::fixtures::sample_record;
+    use crate::report::summary;
 
     #[test]
     fn the_summary_table_fits_100_columns() {

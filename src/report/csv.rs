@@ -186,7 +186,7 @@ mod tests {
     #[test]
     fn empty_header_is_the_rows_header() {
         let text =
-            String::from_utf8(render(&crate::report::tests::sample_record()).unwrap()).unwrap();
+            String::from_utf8(render(&crate::record::fixtures::sample_record()).unwrap()).unwrap();
         assert_eq!(text.lines().next().unwrap(), COLUMNS.join(","));
     }
 }

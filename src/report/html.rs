@@ -843,7 +843,7 @@ fn phase_plot(area: &DrawingArea<SVGBackend<'_>, Shift>, w: &WallTime) -> Drawn 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::tests::sample_record;
+    use crate::record::fixtures::sample_record;
     use quick_xml::events::{BytesStart, Event};
 
     type Element = (String, Vec<(String, String)>);

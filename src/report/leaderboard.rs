@@ -208,7 +208,7 @@ fn row(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::tests::sample_record;
+    use crate::record::fixtures::sample_record;
     use crate::verdict::Verdict;
 
     /// A second submitter: the sample run without its level-2 results.

@@ -440,7 +440,7 @@ pub fn summarize_run(record: &RunRecord) -> RunSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::tests::sample_record;
+    use crate::record::fixtures::sample_record;
 
     fn total(record: &RunRecord) -> Summary {
         summarize_run(record).total().clone()
@@ -470,7 +470,7 @@ mod tests {
     fn the_compile_baseline_gets_its_own_aggregates_over_the_same_tasks() {
         let mut record = sample_record();
         assert!(total(&record).versus_compile.is_none());
-        let honest = crate::report::tests::honest_timing(&mut record);
+        let honest = crate::record::fixtures::honest_timing(&mut record);
         honest.compile = Some(CompileBaseline {
             reference: honest.reference.clone(),
             compile_s: 12.0,
@@ -497,7 +497,7 @@ mod tests {
     #[test]
     fn invalid_timings_count_as_no_result() {
         let mut record = sample_record();
-        crate::report::tests::honest_timing(&mut record).invalid = true;
+        crate::record::fixtures::honest_timing(&mut record).invalid = true;
         let all = total(&record);
         assert_eq!(all.invalid_timings, 1);
         // L1/19 falls back to its 1.25x file
@@ -508,7 +508,7 @@ mod tests {
     #[test]
     fn charged_timings_count_as_no_result() {
         let mut record = sample_record();
-        crate::report::tests::honest_timing(&mut record).method = crate::record::CHARGED.into();
+        crate::record::fixtures::honest_timing(&mut record).method = crate::record::CHARGED.into();
         let g = total(&record).geomean_speedup.unwrap();
         assert!((g.ratio - (1.25f64 * 1.6).sqrt()).abs() < 1e-12, "{g:?}");
     }

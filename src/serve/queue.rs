@@ -509,7 +509,7 @@ mod tests {
 
     use super::*;
     use crate::pipeline::Phase;
-    use crate::report::tests::sample_evaluation;
+    use crate::record::fixtures::sample_evaluation;
     use crate::task::TaskId;
     use crate::verdict::Verdict;
 

@@ -52,7 +52,7 @@ pub fn render(eval: &Evaluation, contract: ContractRule, record: &Path) -> Value
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::tests::sample_evaluation;
+    use crate::record::fixtures::sample_evaluation;
 
     #[test]
     fn the_class_follows_the_gate() {
