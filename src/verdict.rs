@@ -218,9 +218,7 @@ fn of_worker_error(error: &WorkerError) -> Verdict {
 fn of_failure(failure: &Failure) -> Verdict {
     match failure {
         Failure::Timeout(_) => Verdict::Timeout,
-        Failure::Protocol(why) if why.starts_with(crate::worker::protocol::FORGED) => {
-            Verdict::Cheat
-        }
+        Failure::Forged(_) => Verdict::Cheat,
         Failure::Exited(_) | Failure::Protocol(_) => Verdict::Crashed,
     }
 }
@@ -417,8 +415,10 @@ mod tests {
             of_failure(&Failure::Exited("signal 11".into())),
             Verdict::Crashed
         );
-        let forged = format!("{}: no nonce", crate::worker::protocol::FORGED);
-        assert_eq!(of_failure(&Failure::Protocol(forged)), Verdict::Cheat);
+        assert_eq!(of_failure(&forged()), Verdict::Cheat);
+        // A protocol error the worker made itself is a crash, whatever its text says.
+        let misread = format!("{}: no nonce", crate::worker::protocol::FORGED);
+        assert_eq!(of_failure(&Failure::Protocol(misread)), Verdict::Crashed);
     }
 
     fn error(kind: ErrorKind, message: &str) -> WorkerError {
@@ -439,7 +439,7 @@ mod tests {
     }
 
     fn forged() -> Failure {
-        Failure::Protocol(format!("{}: no nonce", crate::worker::protocol::FORGED))
+        Failure::Forged(format!("{}: no nonce", crate::worker::protocol::FORGED))
     }
 
     /// Each cause's verdict, and the start of its reason.

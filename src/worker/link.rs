@@ -16,6 +16,9 @@ pub enum Failure {
     Exited(String),
     /// The reply could not be read as the protocol.
     Protocol(String),
+    /// A reply line the worker did not write (`protocol::Unread::Forged`), which the reason's
+    /// first word names as the check it fails (`protocol::FORGED`).
+    Forged(String),
 }
 
 impl std::fmt::Display for Failure {
@@ -24,6 +27,7 @@ impl std::fmt::Display for Failure {
             Failure::Timeout(d) => write!(f, "no reply within {:.0} s", d.as_secs_f64()),
             Failure::Exited(how) => write!(f, "worker exited without replying ({how})"),
             Failure::Protocol(why) => write!(f, "protocol error: {why}"),
+            Failure::Forged(why) => write!(f, "protocol error: {why}"),
         }
     }
 }

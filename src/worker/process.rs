@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use super::link::{Failure, Link};
 use super::live::{self, Registration};
-use super::protocol::{self, Reply};
+use super::protocol::{self, Reply, Unread};
 use super::request::{Exit, Request};
 use super::streams::{drain, pipe, read_replies, Stop};
 use super::tree::{self, Beside};
@@ -182,9 +182,12 @@ impl Worker {
             return Err(Failure::Exited(self.reap()));
         }
         match self.next_line(deadline)? {
-            Ok(line) => protocol::parse(&line, &nonce, &self.key).map_err(|why| {
+            Ok(line) => protocol::parse(&line, &nonce, &self.key).map_err(|unread| {
                 self.kill();
-                Failure::Protocol(why)
+                match unread {
+                    Unread::Forged(why) => Failure::Forged(why),
+                    Unread::Malformed(why) => Failure::Protocol(why),
+                }
             }),
             Err(e) => {
                 self.kill();

@@ -143,11 +143,20 @@ pub fn request(body: &Request, nonce: &str) -> String {
     line.to_string()
 }
 
-/// The prefix of the protocol failure for a reply that does not echo its request's nonce.
+/// The check a forged reply fails, named at the start of its reason.
 pub const FORGED: &str = "harness.result_channel_auth";
 
+/// Why a reply line was not taken.
+#[derive(Debug, PartialEq)]
+pub enum Unread {
+    /// The worker did not write it: not signed with its key, or without the request's nonce.
+    Forged(String),
+    /// The worker wrote it, but it is not the protocol.
+    Malformed(String),
+}
+
 /// Parse one reply line, signed with `key`, to the request that carried `nonce`.
-pub fn parse(line: &str, nonce: &str, key: &str) -> Result<Reply, String> {
+pub fn parse(line: &str, nonce: &str, key: &str) -> Result<Reply, Unread> {
     let line = line.trim_end_matches('\n');
     let signed = line.split_once(' ').and_then(|(tag, json)| {
         let mut m = mac(key);
@@ -155,27 +164,28 @@ pub fn parse(line: &str, nonce: &str, key: &str) -> Result<Reply, String> {
         m.verify_slice(&unhex(tag)?).ok().map(|()| json)
     });
     let Some(json) = signed else {
-        return Err(format!(
+        return Err(Unread::Forged(format!(
             "{FORGED}: a reply line not signed with the worker's key (something other than the worker wrote to its reply pipe)"
-        ));
+        )));
     };
-    let value: Value = serde_json::from_str(json).map_err(|e| format!("reply is not JSON: {e}"))?;
+    let value: Value = serde_json::from_str(json)
+        .map_err(|e| Unread::Malformed(format!("reply is not JSON: {e}")))?;
     if value["v"] != VERSION {
-        return Err(format!(
+        return Err(Unread::Malformed(format!(
             "reply has protocol version {}, expected {VERSION}",
             value["v"]
-        ));
+        )));
     }
     if value["nonce"] != nonce {
-        return Err(format!(
+        return Err(Unread::Forged(format!(
             "{FORGED}: a reply line without the request's nonce (something other than the worker wrote to its reply pipe)"
-        ));
+        )));
     }
     if value["ok"] == true {
         return Ok(Reply::Ok(value));
     }
     let error = serde_json::from_value(value["error"].clone())
-        .map_err(|e| format!("malformed error reply: {e}"))?;
+        .map_err(|e| Unread::Malformed(format!("malformed error reply: {e}")))?;
     Ok(Reply::Err(error))
 }
 
@@ -276,8 +286,11 @@ mod tests {
             r#"{"v":1,"ok":true}"#,
             r#"{"v":1,"nonce":"other","ok":true}"#,
         ] {
-            let why = parse(&signed(line, KEY), "ab12", KEY).unwrap_err();
-            assert!(why.starts_with(FORGED), "{why}");
+            let failure = parse(&signed(line, KEY), "ab12", KEY).unwrap_err();
+            assert!(
+                matches!(&failure, Unread::Forged(why) if why.starts_with(FORGED)),
+                "{failure:?}"
+            );
         }
     }
 
@@ -294,8 +307,11 @@ mod tests {
             altered,
             format!("zz {json}\n"),
         ] {
-            let why = parse(&line, "ab12", KEY).unwrap_err();
-            assert!(why.starts_with(FORGED), "{line}: {why}");
+            let failure = parse(&line, "ab12", KEY).unwrap_err();
+            assert!(
+                matches!(&failure, Unread::Forged(why) if why.starts_with(FORGED)),
+                "{line}: {failure:?}"
+            );
         }
         assert!(parse(&good, "ab12", KEY).is_ok());
     }
