@@ -15,49 +15,51 @@
 //! two commands share.
 //!
 //! Each subcommand is one file of `cmd/`; this file only declares the modules and dispatches.
+//! Modules are the crate's own (`pub(crate)`), so unused code is named by the compiler; public
+//! only what the binary, the `stats` benchmark and the integration tests use.
 
-pub mod atomic_file;
-pub mod bundled;
-pub mod cache_key;
-pub mod check;
+pub(crate) mod atomic_file;
+pub(crate) mod bundled;
+pub(crate) mod cache_key;
+pub(crate) mod check;
 pub mod cli;
-pub mod cmd;
-pub mod compat;
-pub mod config;
-pub mod cost;
-pub mod cpus;
-pub mod doctor;
-pub mod error;
+pub(crate) mod cmd;
+pub(crate) mod compat;
+pub(crate) mod config;
+pub(crate) mod cost;
+pub(crate) mod cpus;
+pub(crate) mod doctor;
+pub(crate) mod error;
 pub mod exit;
-pub mod gate;
-pub mod host_memory;
-pub mod import;
-pub mod lanes;
-pub mod merge;
-pub mod nvml;
-pub mod pipeline;
-pub mod probe;
-pub mod published;
-pub mod record;
+pub(crate) mod gate;
+pub(crate) mod host_memory;
+pub(crate) mod import;
+pub(crate) mod lanes;
+pub(crate) mod merge;
+pub(crate) mod nvml;
+pub(crate) mod pipeline;
+pub(crate) mod probe;
+pub(crate) mod published;
+pub(crate) mod record;
 pub mod record_mac;
-pub mod reference_ops;
-pub mod report;
-pub mod sandbox;
-pub mod scale;
-pub mod schedule;
-pub mod serve;
-pub mod setup;
-pub mod shard;
-pub mod signals;
-pub mod sol;
+pub(crate) mod reference_ops;
+pub(crate) mod report;
+pub(crate) mod sandbox;
+pub(crate) mod scale;
+pub(crate) mod schedule;
+pub(crate) mod serve;
+pub(crate) mod setup;
+pub(crate) mod shard;
+pub(crate) mod signals;
+pub(crate) mod sol;
 pub mod stats;
-pub mod submission;
-pub mod task;
-pub mod taskfacts;
-pub mod timing;
-pub mod untrusted;
-pub mod verdict;
-pub mod worker;
+pub(crate) mod submission;
+pub(crate) mod task;
+pub(crate) mod taskfacts;
+pub(crate) mod timing;
+pub(crate) mod untrusted;
+pub(crate) mod verdict;
+pub(crate) mod worker;
 
 use std::process::ExitCode;
 

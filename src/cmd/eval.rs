@@ -125,7 +125,7 @@ fn evaluate_all(
         config.jobs,
         (config.slots(), config.lanes),
         |event| match event {
-            Event::Built { .. } => progress.built(),
+            Event::Built => progress.built(),
             Event::Started(submission) => progress.started(submission),
             Event::Entered(submission, phase) => progress.entered(submission, phase),
             Event::Evaluated(e) => {
