@@ -262,6 +262,13 @@ fn check_numbers(args: &EvalArgs) -> Result<()> {
     Ok(())
 }
 
+/// Parallel builds: `--jobs`, else one per CPU core.
+fn jobs(args: &EvalArgs) -> usize {
+    args.jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1)
+}
+
 fn timeouts(args: &EvalArgs) -> Result<Timeouts> {
     let seconds = |name: &str, s: f64| {
         if s > 0.0 && s.is_finite() {
@@ -470,10 +477,6 @@ impl Config {
         } else {
             GpuUse::Shared
         };
-        let jobs = args
-            .jobs
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-            .max(1);
         Ok(Config {
             python,
             tasks_root,
@@ -484,7 +487,7 @@ impl Config {
             device,
             lanes: args.lanes as usize,
             gpus,
-            jobs,
+            jobs: jobs(args),
             precision,
             atol: args.atol.unwrap_or(tolerance),
             rtol: args.rtol.unwrap_or(tolerance),

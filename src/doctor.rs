@@ -59,24 +59,7 @@ pub fn checks(python: &str, probe: Result<&Probe, &Error>, device: Device) -> Ve
         found: text(&facts.torch),
         fix: "",
     });
-    let gpus: Vec<String> = facts
-        .gpus
-        .iter()
-        .map(|g| {
-            format!(
-                "{} (sm {})",
-                g.name.as_deref().unwrap_or("?"),
-                g.capability.as_deref().unwrap_or("?")
-            )
-        })
-        .collect();
-    out.push(Check {
-        name: "CUDA",
-        ok: facts.cuda_available,
-        needed: on_gpu,
-        found: if gpus.is_empty() { "no GPU visible to torch".into() } else { format!("CUDA {} with {}", text(&facts.torch_cuda), gpus.join(", ")) },
-        fix: "install a CUDA build of torch and the NVIDIA driver; without a GPU, kbench runs on the CPU (--device cpu)",
-    });
+    out.push(cuda_check(facts, on_gpu));
     out.push(Check {
         name: "nvcc",
         ok: facts.nvcc.is_some(),
@@ -118,6 +101,29 @@ pub fn checks(python: &str, probe: Result<&Probe, &Error>, device: Device) -> Ve
         fix: "install the NVIDIA driver (libnvidia-ml.so); without it kbench records no driver or clock telemetry",
     });
     out
+}
+
+/// Whether torch sees a GPU, and which.
+fn cuda_check(facts: &crate::probe::Facts, on_gpu: bool) -> Check {
+    let gpus: Vec<String> = facts
+        .gpus
+        .iter()
+        .map(|g| {
+            format!(
+                "{} (sm {})",
+                g.name.as_deref().unwrap_or("?"),
+                g.capability.as_deref().unwrap_or("?")
+            )
+        })
+        .collect();
+    let cuda = facts.torch_cuda.as_deref().unwrap_or("not found");
+    Check {
+        name: "CUDA",
+        ok: facts.cuda_available,
+        needed: on_gpu,
+        found: if gpus.is_empty() { "no GPU visible to torch".into() } else { format!("CUDA {cuda} with {}", gpus.join(", ")) },
+        fix: "install a CUDA build of torch and the NVIDIA driver; without a GPU, kbench runs on the CPU (--device cpu)",
+    }
 }
 
 #[cfg(test)]

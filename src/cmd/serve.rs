@@ -30,14 +30,31 @@ use crate::setup;
 /// How long a stopping service waits for its replies to leave (a client may read slowly).
 const REPLY_WAIT: Duration = Duration::from_secs(5);
 
+/// The token requests must carry: `--token`, else `KBENCH_TOKEN`; none when empty.
+fn token(args: &ServeArgs) -> Option<String> {
+    args.token
+        .clone()
+        .or_else(|| std::env::var("KBENCH_TOKEN").ok())
+        .filter(|t| !t.is_empty())
+}
+
+/// The service's line on stderr once it listens.
+fn announce(service: &Service, queue: u32, token: bool) {
+    eprintln!(
+        "kbench serve {}: {} task(s) on {} ({} slot(s)), queue {queue}, results in {}{}",
+        env!("CARGO_PKG_VERSION"),
+        service.tasks().len(),
+        service.config().device.torch_name(),
+        service.config().slots(),
+        service.config().out.display(),
+        if token { ", token required" } else { "" }
+    );
+}
+
 pub fn run(args: &ServeArgs) -> Result<Exit> {
     sandbox::protect_self();
     refuse_eval_only(args)?;
-    let token = args
-        .token
-        .clone()
-        .or_else(|| std::env::var("KBENCH_TOKEN").ok())
-        .filter(|t| !t.is_empty());
+    let token = token(args);
     check_listen(args.listen, token.as_deref())?;
     // Before any worker starts: a signal during the set-up stops the service as it opens.
     let stop = Arc::new(AtomicBool::new(false));
@@ -94,20 +111,7 @@ pub fn run(args: &ServeArgs) -> Result<Exit> {
         .ok_or_else(|| Error::Other("read the address the service listens on".into()))?;
     println!("http://{bound}");
     let _ = std::io::stdout().flush();
-    eprintln!(
-        "kbench serve {}: {} task(s) on {} ({} slot(s)), queue {}, results in {}{}",
-        env!("CARGO_PKG_VERSION"),
-        service.tasks().len(),
-        service.config().device.torch_name(),
-        service.config().slots(),
-        args.queue,
-        service.config().out.display(),
-        if token.is_some() {
-            ", token required"
-        } else {
-            ""
-        }
-    );
+    announce(&service, args.queue, token.is_some());
     let service = Arc::new(service);
     let answering = serve::http::serve(&server, &service, token.as_deref(), &stop);
     shut_down(&service, &answering)?;

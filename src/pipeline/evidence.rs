@@ -63,18 +63,8 @@ impl<S: Spawner> Python<'_, S> {
             merge_check(&mut eval.checks, check);
         }
         // Its three calls: the profiled one and `profile.library_output`'s two traced ones.
-        let profiled = ask(candidate, self.profile_request(), cfg.timeouts.call * 3)?;
-        let mut library_made = None;
-        for mut check in profiled.checks {
-            if check.name == LIBRARY_OUTPUT && check.outcome == Outcome::Fail {
-                if self.reuse_limit().is_some() {
-                    library_made = Some(check.evidence.clone());
-                } else {
-                    check.outcome = Outcome::Warn; // `--library-policy any`: the library may do it all
-                }
-            }
-            merge_check(&mut eval.checks, check);
-        }
+        let mut profiled = ask(candidate, self.profile_request(), cfg.timeouts.call * 3)?;
+        let library_made = self.library_made(std::mem::take(&mut profiled.checks), eval);
         let figures = profiled.profile;
         // The reference's profiled call, where the candidate's ran on a GPU: its launches for
         // `profile.reference_ops`, its busy time for the host-speed error. None if it failed:
@@ -125,6 +115,24 @@ impl<S: Spawner> Python<'_, S> {
             None => Cause::Kernels(Box::new(evidence)),
         };
         Ok(Judged { cause, host_error })
+    }
+
+    /// The profiled call's checks into `eval`; returns `profile.library_output`'s evidence where
+    /// it failed and the library policy sets a limit (under `--library-policy any` the library
+    /// may do it all: a warning).
+    fn library_made(&self, checks: Vec<Check>, eval: &mut Evaluation) -> Option<String> {
+        let mut made = None;
+        for mut check in checks {
+            if check.name == LIBRARY_OUTPUT && check.outcome == Outcome::Fail {
+                if self.reuse_limit().is_some() {
+                    made = Some(check.evidence.clone());
+                } else {
+                    check.outcome = Outcome::Warn;
+                }
+            }
+            merge_check(&mut eval.checks, check);
+        }
+        made
     }
 
     /// One profiled call after timing, the same inputs for either worker.

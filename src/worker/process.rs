@@ -85,20 +85,7 @@ impl Worker {
         let stop = Stop::new()?;
         let log = File::create(&spec.log)?;
         let mut cmd = Command::new(&spec.python);
-        // A venv's tools (ninja, nvcc from pip) sit beside its python: put them on PATH, as
-        // activating the venv would.
-        if let Some(bin) = Path::new(&spec.python)
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-        {
-            let path = std::env::var_os("PATH").unwrap_or_default();
-            let joined = std::env::join_paths(
-                std::iter::once(bin.to_path_buf()).chain(std::env::split_paths(&path)),
-            );
-            if let Ok(joined) = joined {
-                cmd.env("PATH", joined);
-            }
-        }
+        venv_path(&mut cmd, &spec.python);
         cmd.args(&spec.args)
             .current_dir(&spec.cwd)
             .stdin(Stdio::null())
@@ -326,6 +313,24 @@ impl Drop for Worker {
 }
 
 /// The highest fd a process may hold, bounded (only `close_at_exec_from`'s fallback walks it).
+/// A venv's tools (ninja, nvcc from pip) sit beside its python: put them on the command's PATH,
+/// as activating the venv would.
+fn venv_path(cmd: &mut Command, python: &str) {
+    let Some(bin) = Path::new(python)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+    else {
+        return;
+    };
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let joined = std::env::join_paths(
+        std::iter::once(bin.to_path_buf()).chain(std::env::split_paths(&path)),
+    );
+    if let Ok(joined) = joined {
+        cmd.env("PATH", joined);
+    }
+}
+
 fn open_max() -> libc::c_int {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
