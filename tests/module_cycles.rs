@@ -12,8 +12,12 @@ fn module_of(rel: &Path) -> Option<String> {
     (!matches!(name, "lib" | "main")).then(|| name.to_string())
 }
 
-/// The modules a source text names as `crate::x` or in `crate::{x, y}`, outside its tests.
+/// The modules a source text names as `crate::x` or in `crate::{x, y}`, outside its tests (a
+/// file that is a test module whole, `#![cfg(test)]`, names none).
 fn uses(text: &str) -> BTreeSet<String> {
+    if text.contains("#![cfg(test)]") {
+        return BTreeSet::new();
+    }
     let code = text.split("#[cfg(test)]").next().unwrap_or(text);
     let mut found = BTreeSet::new();
     for (i, _) in code.match_indices("crate::") {
@@ -97,6 +101,7 @@ fn the_reader_sees_uses_and_groups_but_not_tests() {
     let text = "use crate::record::X;\nuse crate::{stats, task::Task};\n#[cfg(test)]\nmod tests { use crate::gate; }";
     let found: Vec<String> = uses(text).into_iter().collect();
     assert_eq!(found, ["record", "stats", "task"]);
+    assert!(uses(&format!("#![cfg(test)]\n{text}")).is_empty());
 }
 
 #[test]

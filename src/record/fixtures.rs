@@ -1,6 +1,7 @@
 //! The crate's sample run record for tests of what reads a record (the reports, the published
 //! comparison, the service's replies): one evaluation of each verdict that matters to the
 //! reports, and the cases of the suite aggregates.
+#![cfg(test)]
 
 use crate::record::{
     Arm, Build, BuildStatus, Environment, Evaluation, RecordedConfig, RunRecord, Timing, Trial,
