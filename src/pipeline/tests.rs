@@ -15,7 +15,7 @@ fn derived_seeds_differ_and_repeat() {
         seeds.iter().all(|s| *s < 1 << 53),
         "seeds must survive JSON as exact numbers"
     );
-    // The worker derives timed calls' seeds the same way (timing.py derive_seed(42, 3)).
+    // The worker derives timed calls' seeds the same way (timing/seeds.py derive_seed(42, 3)).
     assert_eq!(derive_seed(42, 3), 542_934_981_142_619);
 }
 
