@@ -39,8 +39,7 @@ def compare(ref, cand, atol, rtol, log, excused=()):
     differs = _structure(ref, cand, log)
     if differs:
         return {"correct": False, "reason": f"outputs.structure: {differs}"}
-    refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
-    cands = list(cand) if isinstance(cand, (tuple, list)) else [cand]
+    refs, cands = returns.tensors(ref), returns.tensors(cand)
     worst_abs = worst_rel = 0.0
     scaled = []  # (evidence, seconds) of outputs whose atol was tightened
     for i, (r, c) in enumerate(zip(refs, cands)):

@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from ..task import models
+from ..task import models, returns
 from ..task.inputs import make_inputs
 from . import correctness, kernelbench, precision
 
@@ -21,8 +21,7 @@ def fp64_error_ratio(reference, req, ref, cand, result, log):
     reference, relative to PyTorch fp32's own; more than `precision.LIMIT` times fails the
     trial. A reference that cannot run in float64 (memory, an op without float64) skips.
     Returns the outcome (None without floating outputs)."""
-    refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
-    cands = list(cand) if isinstance(cand, (tuple, list)) else [cand]
+    refs, cands = returns.tensors(ref), returns.tensors(cand)
     if not any(r.is_floating_point() for r in refs):
         return None
     started = time.perf_counter()
@@ -59,8 +58,7 @@ def judge_miss(reference, req, ref, cand, result, log):
     comparison goes on past it too. Otherwise the tolerance verdict stands, the float64
     comparison joining its reason; a reference that cannot run in float64 adds nothing.
     Returns the result."""
-    refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
-    cands = list(cand) if isinstance(cand, (tuple, list)) else [cand]
+    refs, cands = returns.tensors(ref), returns.tensors(cand)
     excused = set()
     try:
         refs64 = _float64(reference, req)
@@ -99,7 +97,7 @@ def judge_accumulation(reference, req, cand, result, log):
     product, whose rounding (cuBLAS's split-K partial sums in fp16) can be the larger
     error: float64 tells which side is off."""
     started = time.perf_counter()
-    cands = list(cand) if isinstance(cand, (tuple, list)) else [cand]
+    cands = returns.tensors(cand)
     try:
         refs64 = _run_as(reference, req, torch.float64)
         refs32 = _run_as(reference, req, torch.float32)
@@ -160,6 +158,6 @@ def _run_as(reference, req, dtype):
         inputs = make_inputs(reference.task, req.seed, reference.device, reference.precision, variant)
         inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
         out = models.forward(model, inputs, req.forward_seed)
-        return list(out) if isinstance(out, (tuple, list)) else [out]
+        return returns.tensors(out)
 
     return reference.memo.get(reference.memo_key(str(dtype), req), run)

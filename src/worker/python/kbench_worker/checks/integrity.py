@@ -152,7 +152,9 @@ def aliased_outputs(out, inputs, model):
     """
     import torch
 
-    outputs = out if isinstance(out, (tuple, list)) else [out]
+    from ..task import returns
+
+    outputs = returns.tensors(out)
     owned = [("input", i, x) for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
     owned += [("parameter", name, p) for name, p in model.named_parameters()]
     owned += [("buffer", name, b) for name, b in model.named_buffers()]

@@ -50,8 +50,7 @@ def correct(ref, cand, tol):
     """KernelBench's own verdict on one trial: the outputs have the reference's structure and
     shapes and ``torch.allclose(out, ref, atol=tol, rtol=tol)``; nothing else (no scaled
     tolerance, no float64). A dtype allclose cannot compare fails, as it raises in KernelBench."""
-    refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
-    cands = list(cand) if isinstance(cand, (tuple, list)) else [cand]
+    refs, cands = returns.tensors(ref), returns.tensors(cand)
     if returns.structure(ref) != returns.structure(cand):
         return False
     return all(allclose(r, c, tol, tol) for r, c in zip(refs, cands))
@@ -63,8 +62,7 @@ def needed(ref, cand):
     on, up to float32 rounding at the boundary), computed in float64; `NEVER` where no tolerance
     of KernelBench's versions passes it (another structure, shape or dtype, a NaN, a difference
     of 1 or more). It gives KernelBench's verdict at any tolerance from one run."""
-    refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
-    cands = list(cand) if isinstance(cand, (tuple, list)) else [cand]
+    refs, cands = returns.tensors(ref), returns.tensors(cand)
     if returns.structure(ref) != returns.structure(cand):
         return NEVER
     worst = 0.0

@@ -28,6 +28,5 @@ def structure(out):
 
 
 def describe(out):
-    """Shape and dtype of an output as plain JSON."""
-    tensors = out if isinstance(out, (tuple, list)) else [out]
-    return [{"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")} if isinstance(t, torch.Tensor) else {"type": type(t).__name__} for t in tensors]
+    """Shape and dtype of each output as plain JSON."""
+    return [{"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")} if isinstance(t, torch.Tensor) else {"type": type(t).__name__} for t in tensors(out)]

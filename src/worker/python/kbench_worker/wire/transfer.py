@@ -12,6 +12,7 @@ import base64
 import torch
 from torch.multiprocessing import reductions
 
+from ..task import returns
 from .errors import OutputTypeError
 
 # The only classes and functions a rebuilt argument may name.
@@ -57,9 +58,8 @@ def _decode(value):
 
 def export_cuda(out):
     """IPC descriptions of the output tensors (the caller keeps ``out`` alive until read)."""
-    tensors = out if isinstance(out, (tuple, list)) else [out]
     shared = []
-    for t in tensors:
+    for t in returns.tensors(out):
         if type(t) is not torch.Tensor or not t.is_cuda:
             raise TypeError("only plain CUDA tensors are shared by IPC")
         rebuild, args = reductions.reduce_tensor(t.detach())
