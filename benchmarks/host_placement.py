@@ -46,12 +46,14 @@ def measure(model, inputs, seen):
 def child(mode, task_path):
     sys.path.insert(0, "src/worker/python")
 
-    from kbench_worker import harness, runtime
+    from kbench_worker.checks import runtime
+    from kbench_worker.task import models
+    from kbench_worker.task.inputs import load_task, make_inputs
 
     runtime.strict_fp32()
-    task = harness.load_task(task_path, {})
-    model = harness.build(task.Model, harness.init_inputs(task), "cuda:0", "fp32")
-    inputs = harness.make_inputs(task, 7, "cuda:0", "fp32")
+    task = load_task(task_path, {})
+    model = models.build(task.Model, models.init_inputs(task), "cuda:0", "fp32")
+    inputs = make_inputs(task, 7, "cuda:0", "fp32")
     seen = set()
     if mode == "sweep":
         for cpu in sorted(os.sched_getaffinity(0)):

@@ -22,7 +22,11 @@ import torch  # noqa: E402
 import torch._dynamo  # noqa: E402,F401 - imported before the roles start, as the worker's __main__ does
 import torch.profiler  # noqa: E402,F401
 
-from kbench_worker import candidate, harness, reference, runtime, timing  # noqa: E402
+from kbench_worker.checks import runtime  # noqa: E402
+from kbench_worker.roles import candidate, reference  # noqa: E402
+from kbench_worker.task import models, params  # noqa: E402
+from kbench_worker.task.inputs import load_task, make_inputs  # noqa: E402
+from kbench_worker.timing import modes  # noqa: E402
 
 DEV = os.environ.get("DEV", "cuda:0")
 CALLS = 40
@@ -35,7 +39,7 @@ def sync():
 
 
 def host(role, model, task, label):
-    inputs = harness.make_inputs(task, 7, DEV, "fp32")
+    inputs = make_inputs(task, 7, DEV, "fp32")
     submit, wall = [], []
     with torch.no_grad():
         for _ in range(CALLS):
@@ -61,8 +65,8 @@ def main():
     setup = {"cmd": "time_setup", "mode": "offline", "seed": 99}
     block = {"cmd": "time", "n": 10, "blocker_cycles": 20_000_000, "audits": 3}
     if role == "plain":
-        task = harness.load_task(task_path, {})
-        model = harness.build(task.Model, harness.init_inputs(task), DEV, "fp32")
+        task = load_task(task_path, {})
+        model = models.build(task.Model, models.init_inputs(task), DEV, "fp32")
         host(role, model, task, "plain")
         runtime.strict_fp32()
         host(role, model, task, "plain+strict_fp32")
@@ -71,9 +75,9 @@ def main():
     elif role == "reference":
         r = reference.Reference(req)
         host(role, r.model, r.task, "reference after load")
-        timing.handle(r, setup, keep=False)
+        modes.handle(r, setup, keep=False)
         host(role, r.model, r.task, "after time_setup")
-        timing.handle(r, block, keep=False)
+        modes.handle(r, block, keep=False)
         host(role, r.model, r.task, "after timed block")
     elif role == "candidate":
         c = candidate.Candidate(req)
@@ -83,7 +87,7 @@ def main():
         host(role, c.model, c.task, "after deep trial")
         c.trial(dict(trial, deep=False))
         host(role, c.model, c.task, "after trial")
-        harness.perturb(c.model, 5)
+        params.perturb(c.model, 5)
         host(role, c.model, c.task, "after perturb")
         c.time(setup)
         host(role, c.model, c.task, "after time_setup")

@@ -5,7 +5,7 @@ parameters, on every submission of a `kbench import` tree, with no GPU.
 
 For every submission under TREE/submissions (task files under TREE/tasks), in a fresh process
 without a GPU: the reference worker loads the task, says its parameters as built
-(`harness.built`, which a GPU reference worker sends) and perturbs them; two candidate workers
+(`params.built`, which a GPU reference worker sends) and perturbs them; two candidate workers
 load the submission on the CPU (C++/CUDA loads raise a build error at once, so kernels that fall
 back to PyTorch load, and no nvcc is needed). One is told the parameters as built
 (`Candidate.perturb(seed, built)`: in place where ModelNew holds them), the other is not (it
@@ -33,9 +33,10 @@ def one(submission, task):
     import torch
     import torch.utils.cpp_extension as cpp_extension
 
-    from kbench_worker import harness, reference
-    from kbench_worker.candidate import Candidate
-    from kbench_worker.messages import Load, Perturb
+    from kbench_worker.roles import reference
+    from kbench_worker.roles.candidate import Candidate
+    from kbench_worker.task import params
+    from kbench_worker.wire.messages import Load, Perturb
 
     def refuse(*args, **kwargs):
         raise RuntimeError("Error building extension (refused by perturb_check.py)")
@@ -44,16 +45,16 @@ def one(submission, task):
     settings = {"device": "cpu", "precision": "fp32", "atol": 1e-2, "rtol": 1e-2, "task": task, "set": {}}
     ours = reference.Session(types.SimpleNamespace(startup_s=0.0))
     ours.load(Load(**settings))
-    built = harness.built(ours.reference.model)
+    built = params.built(ours.reference.model)
     ours.perturb(Perturb(seed=5))
     try:
         told, untold = (Candidate(Load(**settings, submission=submission)) for _ in range(2))
     except Exception as exc:  # noqa: BLE001 - a submission that needs a GPU to load
         print(json.dumps({"outcome": "no ModelNew on the CPU", "note": f"{type(exc).__name__}: {str(exc)[:120]}"}))
         return
-    in_place = harness.own_parameters(built, dict(harness.floating(told.model))) is not None
+    in_place = params.own_parameters(built, dict(params.floating(told.model))) is not None
     replies = told.perturb(5, built), untold.perturb(5)
-    a, b = harness.floating(told.model), harness.floating(untold.model)
+    a, b = params.floating(told.model), params.floating(untold.model)
     same = replies[0] == replies[1] and len(a) == len(b) and all(n == m and torch.equal(x, y) for (n, x), (m, y) in zip(a, b))
     outcome = ("in place" if in_place else "paired") + (", same" if same else ", differ")
     print(json.dumps({"outcome": outcome, "parameters": len(built), "note": "" if same else f"replies {replies}"}))

@@ -4,7 +4,7 @@
 
 For every submission under TREE/submissions (task files under TREE/tasks), in a fresh process
 without a GPU, as the pool runs it: import the file, then construct `ModelNew` and call it on fake
-CUDA tensors (`kbench_worker.compile`). C++/CUDA loads are recorded, not built (`load_inline` and
+CUDA tensors (`kbench_worker.roles.compile`). C++/CUDA loads are recorded, not built (`load_inline` and
 `load` raise a build error at once), so this needs no nvcc. Prints how many files that build an
 extension reach their build in the pool; the rest build, or fail to build, in the GPU slot.
 `--worker` takes another checkout's `src/worker/python` to compare versions.
@@ -30,7 +30,7 @@ def one(submission, task):
     """In the child: the pool's two steps on one file, as one JSON line."""
     import torch.utils.cpp_extension as cpp_extension
 
-    from kbench_worker import compile as pool
+    from kbench_worker.roles import compile as pool
 
     loads = []
 

@@ -19,7 +19,7 @@ pub struct Probe {
     pub facts: Facts,
 }
 
-/// The machine's facts kbench reads of the probe worker's (`kbench_worker/probe.py`). What the
+/// The machine's facts kbench reads of the probe worker's (`kbench_worker/roles/probe.py`). What the
 /// worker leaves out or null reads as not found, as the doctor reports it.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]

@@ -26,7 +26,7 @@ pub const MAX_PERCENT_SOL: f64 = 105.0;
 pub const REVIEW_SPEEDUP: f64 = 10.0;
 /// torch's import and CUDA context dominate; the measurement itself takes about 2 s.
 const MEASURE_DEADLINE: Duration = Duration::from_secs(180);
-/// Part of the cache key: bump it when ceilings.py measures differently.
+/// Part of the cache key: bump it when roles/ceilings.py measures differently.
 const METHOD_VERSION: u32 = 1;
 
 /// Whether measured ceilings are usable: every rate finite and positive.

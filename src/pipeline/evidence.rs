@@ -24,7 +24,7 @@ use super::{Python, Spawner};
 /// `--library-policy` applies a limit.
 const MAX_LIBRARY_SHARE: f64 = 0.5;
 
-/// The candidate worker's traced calls: library ops alone made every output (`provenance.py`).
+/// The candidate worker's traced calls: library ops alone made every output (`checks/provenance.py`).
 const LIBRARY_OUTPUT: &str = "profile.library_output";
 
 /// What the profiled call shows: the cause that decides the verdict (the kernels' evidence,

@@ -7,7 +7,7 @@
 //! the CPU, and compares each call's outputs and nothing else. Wherever kbench's own checks
 //! ended a trial before its outputs were compared, and on every evaluation whose trials ran
 //! under `--kernelbench-eval`, a fresh candidate worker runs KernelBench's eval that way
-//! (`kbench_worker/kernelbench.py`): its verdict is `kernelbench_correct`. It costs what
+//! (`kbench_worker/checks/kernelbench.py`): its verdict is `kernelbench_correct`. It costs what
 //! upstream's eval costs (inputs and weights made on the CPU: a minute on tasks with large
 //! inputs), so it is asked for, not run by default. kbench's verdict is not touched.
 
@@ -219,11 +219,11 @@ mod tests {
     /// least tolerance a trial needs reads "none passes" only where both sides agree on it.
     #[test]
     fn never_is_the_same_value_on_both_sides() {
-        let source = include_str!("../worker/python/kbench_worker/kernelbench.py");
+        let source = include_str!("../worker/python/kbench_worker/checks/kernelbench.py");
         let never: f64 = source
             .lines()
             .find_map(|line| line.strip_prefix("NEVER = "))
-            .expect("kernelbench.py defines NEVER")
+            .expect("checks/kernelbench.py defines NEVER")
             .trim()
             .parse()
             .expect("NEVER is a number");

@@ -104,7 +104,7 @@ impl Command for KernelbenchTrial {
 
 /// The shapes of the task's parameters perturbed, in order; from the reference on a GPU also
 /// the parameters as built, and from the candidate how its parameters were paired with the
-/// task's (`harness.pair`), each as `name [shape]`.
+/// task's (`params.pair`), each as `name [shape]`.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default)]

@@ -33,7 +33,7 @@ const SHIFT_SPREADS: f64 = 100.0;
 /// `CheckOutputs` to the reference; recorded as a `record::Trial`).
 struct TrialPlan {
     index: u32,
-    /// None, or a distribution or shape variant of the inputs (harness.make_inputs).
+    /// None, or a distribution or shape variant of the inputs (inputs.make_inputs).
     variant: Option<Variant>,
     /// Run the expensive checks too (trial 0).
     deep: bool,
@@ -293,7 +293,7 @@ impl<S: Spawner> Python<'_, S> {
     /// The reference worker perturbs the task's model, and on a GPU says its parameters as
     /// built; the candidate pairs ModelNew's parameters with the task's by what they are, not by
     /// registration order, and gives each the values its partner got
-    /// (`candidate.Candidate.perturb`: in place where they are the task's as built, with no
+    /// (`roles/candidate.py`'s `Candidate.perturb`: in place where they are the task's as built, with no
     /// second build of the task's model). A parameter of the task's with no
     /// partner fails; one of ModelNew's with none is left unperturbed and named. Returns what
     /// the trial checks, or None where the task has no parameters (the check skipped).

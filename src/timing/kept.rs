@@ -1,6 +1,6 @@
 //! `timing.timed_output_check`: the output of one of a round's timed candidate calls, chosen here
 //! after the round with randomness no worker holds, read by the reference worker from the pool
-//! the candidate copies every timed call's output into (`kbench_worker/kept.py`), and compared
+//! the candidate copies every timed call's output into (`kbench_worker/timing/kept.py`), and compared
 //! with the reference's on the inputs derived here for that call. No request reaches the
 //! candidate between its last block and the read, so it cannot make good afterwards a call that
 //! did no work; which call is read it cannot know, so every call must have left a right output.

@@ -8,7 +8,7 @@
 //! the candidate's reported times are checked against the wall time seen from here (the
 //! envelope) and the audit, the statistics summarized, and the label settled (host error,
 //! process effect, charged times, clock parity). `--mode kernelbench` and `--mode server` time
-//! otherwise. The samples themselves are taken by the workers (`kbench_worker/timing.py`); this
+//! otherwise. The samples themselves are taken by the workers (`kbench_worker/timing/`); this
 //! module never runs submission code.
 //!
 //! Files: `session` (the workers, one request, the dispatch), `arms` (the arms and their

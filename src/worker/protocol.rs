@@ -1,4 +1,4 @@
-//! The wire format shared with `python/kbench_worker/protocol.py`: one JSON object per line,
+//! The wire format shared with `python/kbench_worker/wire/protocol.py`: one JSON object per line,
 //! each carrying the protocol version. Requests are typed in `request`, each with its reply's
 //! struct (each worker role answers from its table of commands, `commands()` in its module; a
 //! pytest checks them against what kbench sends and reads); replies are parsed here. Before any request a worker gets a key of its own (`key_line`); every
@@ -15,8 +15,8 @@ use super::request::Request;
 
 pub const VERSION: u32 = 1;
 
-/// What a worker's error is about: `kind` on the wire, as `protocol.py`'s `error()` and
-/// `harness.classify` name it.
+/// What a worker's error is about: `kind` on the wire, as `wire/protocol.py`'s `error()` and
+/// `wire/errors.py`'s `classify` name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
@@ -231,7 +231,7 @@ mod tests {
         assert_eq!(unknown, ErrorKind::Other);
     }
 
-    /// A reply line as the worker writes it (kbench_worker/protocol.py).
+    /// A reply line as the worker writes it (kbench_worker/wire/protocol.py).
     fn signed(json: &str, key: &str) -> String {
         let mut m = mac(key);
         m.update(json.as_bytes());

@@ -83,7 +83,7 @@ mod tests {
         let path = worker_path(cache.path()).unwrap();
         // Subpackages ship too.
         assert!(path.join("kbench_worker/static_check/registry.py").exists());
-        let reference = path.join("kbench_worker/reference.py");
+        let reference = path.join("kbench_worker/roles/reference.py");
         let original = std::fs::read(&reference).unwrap();
         std::fs::write(&reference, b"def run(channel): pass\n").unwrap();
         assert_eq!(worker_path(cache.path()).unwrap(), path);

@@ -2,7 +2,7 @@
 //! each with the struct of its fields; `Command::Reply` names the struct of its reply body. The
 //! Python side answers from one table of commands per role (`commands()` in each worker module);
 //! `tests/python/test_protocol.py` checks those tables and the request and reply types the
-//! workers declare (`kbench_worker/messages.py`) against `schema()`, which `super::schema`
+//! workers declare (`kbench_worker/wire/messages.py`) against `schema()`, which `super::schema`
 //! derives from these types and the test `the_schema_file_is_current` keeps in
 //! `protocol_schema.json`.
 
@@ -217,12 +217,12 @@ pub struct Load {
     #[serde(default, skip_serializing_if = "is_false")]
     pub kernelbench: bool,
     /// The reference keeps its outputs on each trial's inputs for the task's next candidates
-    /// (`memo.py`): the task's reference repeats itself and a candidate of it is still to come.
+    /// (`roles/memo.py`): the task's reference repeats itself and a candidate of it is still to come.
     #[serde(default, skip_serializing_if = "is_false")]
     pub memo: bool,
 }
 
-/// Inputs that differ from a plain trial's (`harness.make_inputs`): `kind` on the wire.
+/// Inputs that differ from a plain trial's (`inputs.make_inputs`): `kind` on the wire.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -309,14 +309,14 @@ pub struct Perturb {
     pub restore: bool,
 }
 
-/// One of the task's parameters as the reference worker built it (`harness.built`).
+/// One of the task's parameters as the reference worker built it (`params.built`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct BuiltParam {
     pub name: String,
     pub shape: Vec<u64>,
     pub dtype: String,
-    /// `harness.digest` of its values.
+    /// `params.digest` of its values.
     pub digest: String,
 }
 

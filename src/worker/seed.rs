@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 /// A seed derived from the run's seed for one use (`stream`): the first 8 bytes of SHA-256 over
 /// both as little-endian u64s, cut to 53 bits so JSON carries it exactly. One-way, so knowing
 /// one derived seed (e.g. the forward seed a submission can read from torch) reveals no other.
-/// `kbench_worker/timing.py` derives timed calls' seeds the same way.
+/// `kbench_worker/timing/seeds.py` derives timed calls' seeds the same way.
 pub fn derive_seed(seed: u64, stream: u64) -> u64 {
     let mut h = Sha256::new();
     h.update(seed.to_le_bytes());
@@ -69,7 +69,7 @@ mod tests {
             seeds.iter().all(|s| *s < 1 << 53),
             "seeds must survive JSON as exact numbers"
         );
-        // The worker derives timed calls' seeds the same way (timing.py derive_seed(42, 3)).
+        // The worker derives timed calls' seeds the same way (timing/seeds.py derive_seed(42, 3)).
         assert_eq!(derive_seed(42, 3), 542_934_981_142_619);
     }
 

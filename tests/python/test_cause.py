@@ -2,7 +2,7 @@
 
 import pytest
 
-from kbench_worker import cause
+from kbench_worker.wire import cause
 
 NVCC = """Error building extension 'fused_ext': [1/3] /usr/local/cuda/bin/nvcc --generate-dependencies-with-compile -arch=sm_70 -c cuda.cu -o cuda.cuda.o
 FAILED: cuda.cuda.o
@@ -90,7 +90,7 @@ def test_any_other_error_is_its_first_line_clipped():
 def test_a_build_failed_in_the_pool_fails_the_same_in_the_gpu_worker_without_compiling(tmp_path, monkeypatch):
     import torch.utils.cpp_extension as cpp_extension
 
-    from kbench_worker import kernels
+    from kbench_worker.checks import kernels
 
     calls = []
 
@@ -148,7 +148,7 @@ def test_a_failed_build_into_a_folder_of_its_own_is_remembered(tmp_path, monkeyp
     four CUDA-L1 kernels built their failing extension again in the GPU slot, 23-96 s each)."""
     import torch.utils.cpp_extension as cpp_extension
 
-    from kbench_worker import kernels
+    from kbench_worker.checks import kernels
 
     calls = []
 
@@ -173,7 +173,7 @@ def test_a_failed_build_into_a_folder_of_its_own_is_remembered(tmp_path, monkeyp
 def test_builds_run_quietly_whatever_the_submission_asked(monkeypatch):
     import torch.utils.cpp_extension as cpp_extension
 
-    from kbench_worker import kernels
+    from kbench_worker.checks import kernels
 
     seen = []
     monkeypatch.setattr(cpp_extension, "load", lambda **kwargs: seen.append(kwargs))
@@ -197,7 +197,7 @@ def test_sources_written_at_run_time_build_where_the_pool_built_them(tmp_path, m
 
     import torch.utils.cpp_extension as cpp_extension
 
-    from kbench_worker import kernels
+    from kbench_worker.checks import kernels
 
     seen = []
     monkeypatch.setattr(cpp_extension, "load", lambda **kwargs: seen.append(kwargs))

@@ -5,9 +5,9 @@ import torch
 import torch.utils.cpp_extension as cpp_extension
 
 from conftest import ROOT
-from kbench_worker import compile as pool
-from kbench_worker import kernels
-from kbench_worker.messages import Compile, Warm
+from kbench_worker.checks import kernels
+from kbench_worker.roles import compile as pool
+from kbench_worker.wire.messages import Compile, Warm
 
 GATED = """
 import torch

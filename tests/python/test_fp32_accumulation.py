@@ -6,10 +6,10 @@ import textwrap
 import pytest
 import torch
 
-from kbench_worker import precision
-from kbench_worker.candidate import Candidate
-from kbench_worker.messages import CheckOutputs, Load, Trial
-from kbench_worker.reference import Reference
+from kbench_worker.checks import precision
+from kbench_worker.roles.candidate import Candidate
+from kbench_worker.roles.reference import Reference
+from kbench_worker.wire.messages import CheckOutputs, Load, Trial
 
 M = N = 32
 

@@ -1,11 +1,11 @@
 """The perturbed inputs of `inputs.distribution_perturbation` and `inputs.mean_shift`
-(harness._transform): each moves the values it is meant to move and keeps an input's exact zeros,
+(_transform): each moves the values it is meant to move and keeps an input's exact zeros,
 the structure a task may define (level1/14's triangular matrices)."""
 
 import pytest
 import torch
 
-from kbench_worker import harness
+from kbench_worker.task.inputs import _transform
 
 VARIANTS = [
     {"kind": "signed"},
@@ -17,7 +17,7 @@ VARIANTS = [
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v["kind"])
 def test_a_triangular_input_stays_triangular(variant):
     x = torch.triu(torch.rand(16, 16, generator=torch.Generator().manual_seed(0)))
-    y = harness._transform(x, variant)
+    y = _transform(x, variant)
     assert torch.equal(torch.tril(y, -1), torch.zeros(16, 16))
     upper = torch.triu(torch.ones(16, 16, dtype=torch.bool))
     assert not torch.equal(y[upper], x[upper])
@@ -34,10 +34,10 @@ def test_a_triangular_input_stays_triangular(variant):
 )
 def test_an_input_without_zeros_moves_everywhere(variant, expected):
     x = torch.rand(64, generator=torch.Generator().manual_seed(1)) + 0.01
-    y = harness._transform(x, variant)
+    y = _transform(x, variant)
     assert torch.equal(y, expected(x))
 
 
 def test_signed_leaves_an_input_with_negatives_alone():
     x = torch.randn(64, generator=torch.Generator().manual_seed(2))
-    assert harness._transform(x, {"kind": "signed"}) is x
+    assert _transform(x, {"kind": "signed"}) is x

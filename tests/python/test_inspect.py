@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kbench_worker import PROTOCOL_VERSION
-from kbench_worker.inspect import derive_small, input_only_constants, inspect_task, value_facts
+from kbench_worker.roles.inspect import derive_small, input_only_constants, inspect_task, value_facts
+from kbench_worker.wire.protocol import PROTOCOL_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from conftest import write
-from kbench_worker import kernelbench
-from kbench_worker.kernelbench import NEVER
+from kbench_worker.checks import kernelbench
+from kbench_worker.checks.kernelbench import NEVER
 
 TASK = """
 import torch

@@ -2,11 +2,12 @@
 Rust side sends and reads, typed (a Rust test derives it from kbench's types and keeps it
 current): every command it sends is in some role's table (`commands(channel)` in each worker
 module) and every table entry is sent; each command's request class and reply TypedDict in
-`kbench_worker.messages` has exactly the schema's fields with the schema's types, and so do the
+`kbench_worker.wire.messages` has exactly the schema's fields with the schema's types, and so do the
 enums, structs and the input variant they use; the error kinds and the version agree; the handlers read only fields of their
 requests, and read every one; every reply field kbench reads for a command is written by the code
 of a role that handles that command (its modules and what they import)."""
 
+import ast
 import dataclasses
 import json
 import os
@@ -16,19 +17,23 @@ import sys
 import typing
 from pathlib import Path
 
-import kbench_worker
 from conftest import ROOT
-from kbench_worker import candidate, ceilings, inspect, messages, probe, reference, static_check, timing
-from kbench_worker import compile as pool
-from kbench_worker.protocol import Channel
+from kbench_worker import static_check
+from kbench_worker.checks import float64
+from kbench_worker.roles import candidate, ceilings, inspect, probe, reference
+from kbench_worker.roles import compile as pool
 from kbench_worker.static_check import entry as static_entry
+from kbench_worker.timing import modes
+from kbench_worker.wire import messages
+from kbench_worker.wire.protocol import PROTOCOL_VERSION, Channel
 
 WORKER = ROOT / "src" / "worker" / "python" / "kbench_worker"
-# Each role, and the modules whose handlers read its requests (timing.py serves `time_setup` and
-# `time` for both the candidate and the reference).
+# Each role, and the modules whose handlers read its requests (timing/modes.py serves
+# `time_setup` and `time` for both the candidate and the reference; checks/float64.py runs the
+# reference's trial again in float64).
 ROLES = {
-    candidate: [candidate, timing],
-    reference: [reference, timing],
+    candidate: [candidate, modes],
+    reference: [reference, float64, modes],
     pool: [pool],
     inspect: [inspect],
     static_check: [static_entry],
@@ -45,8 +50,6 @@ SHARED = {reference: {"env", "submission", "kernelbench", "built"}, candidate: {
 READS = re.compile(r"\breq\.(\w+)")
 # A reply field a worker writes: a dict key `"x": ...`, or `reply["x"] = ...`.
 WRITES = re.compile(r"""["'](\w+)["']\s*(?::|\]\s*=[^=])""")
-# A worker module's imports of its package: `from . import a, b` or `from .a import x`.
-IMPORTS = re.compile(r"^\s*from \.(\w*) import ([\w, ]+)", re.M)
 # The schema's scalar types, as Python annotates them.
 SCALARS = {"string": str, "integer": int, "number": float, "boolean": bool, "any": typing.Any}
 
@@ -78,6 +81,18 @@ def unread_fields(sources, sent):
     return sent - reads(sources)
 
 
+def imported(path):
+    """The files of its package that the module at `path` imports (relative imports:
+    `from . import a`, `from ..b import c`, `from .d.e import x`), at any depth of its code."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = path.parents[node.level - 1].joinpath(*(node.module or "").split(".") if node.module else [])
+            found += [base.with_suffix(".py"), base / "__init__.py"]
+            found += [base / f"{alias.name}.py" for alias in node.names] + [base / alias.name / "__init__.py" for alias in node.names]
+    return found
+
+
 def closure(modules):
     """The source of `modules` and of every module of their package they import, transitively."""
     seen, todo = set(), [Path(m.__file__) for m in modules]
@@ -86,9 +101,7 @@ def closure(modules):
         if path in seen or not path.exists():
             continue
         seen.add(path)
-        for module, names in IMPORTS.findall(path.read_text()):
-            for name in [module] if module else [n.strip() for n in names.split(",")]:
-                todo += [path.parent / f"{name}.py", path.parent / name / "__init__.py"]
+        todo += imported(path)
     return [path.read_text() for path in sorted(seen)]
 
 
@@ -237,7 +250,7 @@ def test_a_field_added_dropped_renamed_or_retyped_is_reported():
 def test_the_error_kinds_and_the_version_agree():
     protocol = schema()
     assert sorted(typing.get_args(messages.ErrorKind)) == protocol["error_kinds"]
-    assert kbench_worker.PROTOCOL_VERSION == protocol["version"]
+    assert PROTOCOL_VERSION == protocol["version"]
 
 
 def test_decode_reads_a_request_into_its_class():
@@ -268,14 +281,14 @@ def test_every_field_kbench_sends_is_read():
             unread = unread_fields([source(m) for m in modules], fields[cmd]) - SHARED.get(role, set())
             assert not unread, f"{role.__name__} {cmd}: sent, never read: {unread}"
     # A field no handler reads is reported.
-    assert unread_fields([source(candidate), source(timing)], fields["time"] | {"jitter"}) == {"jitter"}
+    assert unread_fields([source(candidate), source(modes)], fields["time"] | {"jitter"}) == {"jitter"}
 
 
 def test_a_field_kbench_does_not_send_is_reported():
     fields = sent_fields(schema())
     sent = fields["time_setup"] | fields["time"]
-    assert unsent_reads([source(timing)], sent) == set()
-    assert unsent_reads([source(timing) + "\nx = req.warmup_ms\n"], sent) == {"warmup_ms"}
+    assert unsent_reads([source(modes)], sent) == set()
+    assert unsent_reads([source(modes) + "\nx = req.warmup_ms\n"], sent) == {"warmup_ms"}
     assert unsent_reads(["arm = req.arm"], fields["load"]) == {"arm"}
 
 
@@ -305,7 +318,7 @@ class FakeChannel:
 
 
 def test_serve_answers_from_the_table_until_exit_or_a_fatal_error():
-    from kbench_worker.protocol import error, serve
+    from kbench_worker.wire.protocol import error, serve
 
     def boom(req):
         raise ValueError("no")
@@ -330,7 +343,7 @@ def test_worker_profile_is_written_after_each_request(tmp_path, monkeypatch):
     far is on disk before its reply is sent (kbench ends a worker without waiting for it)."""
     import pstats
 
-    from kbench_worker import protocol
+    from kbench_worker.wire import protocol
 
     monkeypatch.setenv("KBENCH_WORKER_PROFILE", str(tmp_path))
     seen = []
@@ -360,7 +373,7 @@ def test_worker_profile_tables_each_request_handler_once(tmp_path, monkeypatch):
     import sys
     from pathlib import Path
 
-    from kbench_worker import protocol
+    from kbench_worker.wire import protocol
 
     module = tmp_path / "kbench_worker_handlers.py"
     module.write_text("def inner():\n    return sum(range(1000))\n\ndef busy(req):\n    return {'n': inner() + inner()}\n")

@@ -1,4 +1,4 @@
-"""`profile.library_output` (kbench_worker/provenance.py): which outputs library ops alone made.
+"""`profile.library_output` (kbench_worker/checks/provenance.py): which outputs library ops alone made.
 
 A kernel of the submission's own is played here by a NumPy write into memory an allocator handed
 out: like a kernel launch, the dispatcher never sees it."""
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from kbench_worker import provenance
+from kbench_worker.checks import provenance
 
 torch.manual_seed(0)
 X = torch.randn(64, 32)

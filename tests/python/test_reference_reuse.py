@@ -7,9 +7,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from kbench_worker import harness
-from kbench_worker.messages import CheckKept, CheckOutputs, Load, Perturb
-from kbench_worker.reference import Session
+from kbench_worker.roles.reference import Session
+from kbench_worker.task import models
+from kbench_worker.task.inputs import _SHAPED, _shaped, forget_tasks, make_inputs
+from kbench_worker.wire.messages import CheckKept, CheckOutputs, Load, Perturb
 
 TASK = textwrap.dedent(
     """
@@ -45,18 +46,18 @@ def _perturb(session):
 
 def _forward(session):
     reference = session.reference
-    harness.forward(reference.model, harness.make_inputs(reference.task, 5, "cpu", "fp32"), 0)
+    models.forward(reference.model, make_inputs(reference.task, 5, "cpu", "fp32"), 0)
 
 
 def _shape_variant(session):
-    harness._shaped(session.reference.task, {"batch_size": 5})
+    _shaped(session.reference.task, {"batch_size": 5})
 
 
 def _state(session):
     """The model's parameters and buffers, the task module's own state, the shape variants held."""
     reference = session.reference
     tensors = {k: v.clone() for k, v in reference.model.state_dict().items()}
-    return tensors, reference.task.calls, len(harness._SHAPED)
+    return tensors, reference.task.calls, len(_SHAPED)
 
 
 def _same(a, b):
@@ -69,7 +70,7 @@ def test_a_second_load_rebuilds_what_the_last_evaluation_changed(tmp_path, chang
     task.write_text(TASK)
     load = Load(task=str(task), device="cpu", precision="fp32", atol=1e-2, rtol=1e-2, set={})
     session = Session(SimpleNamespace(startup_s=0.0))
-    harness.forget_tasks()  # as in a fresh worker, whatever tests ran before in this process
+    forget_tasks()  # as in a fresh worker, whatever tests ran before in this process
     session.load(load)
     fresh = _state(session)
     change(session)
@@ -109,7 +110,7 @@ MEMO_TASK = textwrap.dedent(
 def _memo_session(tmp_path):
     task = tmp_path / "task.py"
     task.write_text(MEMO_TASK)
-    harness.forget_tasks()
+    forget_tasks()
     return Session(SimpleNamespace(startup_s=0.0)), str(task)
 
 
@@ -118,7 +119,7 @@ def _check(session, tmp_path, seed):
     outputs on those inputs (computed here with the reference's parameters); whether they were
     found correct, and the calls of the reference's forward the check took."""
     reference = session.reference
-    inputs = harness.make_inputs(reference.task, seed, "cpu", "fp32")
+    inputs = make_inputs(reference.task, seed, "cpu", "fp32")
     w = reference.model.w.detach().clone()
     out = w if reference.task.view else inputs[0] * w
     path = tmp_path / f"cand{seed}.pt"
@@ -179,9 +180,9 @@ def test_a_timed_calls_check_keeps_nothing(tmp_path):
     reference = session.reference
     timed = CheckKept(slot=0, seed=5, forward_seed=1, kept=None)
     trial = CheckOutputs(seed=5, forward_seed=1, candidate_out="")
-    assert reference._key("forward", timed) is None
-    assert reference._key("forward", trial) is not None
+    assert reference.memo_key("forward", timed) is None
+    assert reference.memo_key("forward", trial) is not None
     runs = []
     for _ in range(2):
-        reference.memo.get(reference._key("forward", timed), lambda: runs.append(1))
+        reference.memo.get(reference.memo_key("forward", timed), lambda: runs.append(1))
     assert len(runs) == 2 and not reference.memo.kept

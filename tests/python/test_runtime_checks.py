@@ -18,11 +18,17 @@ import pytest
 import torch
 
 from conftest import write
-from kbench_worker import checks, harness, kept, outputs, precision, profile, reference, runtime, taskfile
-from kbench_worker.candidate import Candidate
-from kbench_worker.harness import ContractError, OutputCheckError, OutputTypeError, TamperError
-from kbench_worker.messages import CheckKept, CheckOutputs, Load, Perturb, State, Time, TimeSetup, Trial
-from kbench_worker.reference import Reference, compare
+from kbench_worker.checks import correctness, outputs, precision, profile, runtime
+from kbench_worker.checks.correctness import compare
+from kbench_worker.checks.log import Log
+from kbench_worker.roles.candidate import Candidate
+from kbench_worker.roles.reference import Reference
+from kbench_worker.task import models, params, returns, taskfile
+from kbench_worker.task.inputs import _shaped, load_task, make_inputs
+from kbench_worker.timing import kept
+from kbench_worker.wire import errors, transfer
+from kbench_worker.wire.errors import ContractError, OutputCheckError, OutputTypeError, TamperError
+from kbench_worker.wire.messages import CheckKept, CheckOutputs, Load, Perturb, State, Time, TimeSetup, Trial
 
 ROOT = Path(__file__).resolve().parents[2]
 RELU = ROOT / "level1" / "19_ReLU.py"
@@ -93,14 +99,14 @@ class ModelNew(nn.Module):
 
 @pytest.fixture
 def mixed(tmp_path):
-    return harness.load_task(write(tmp_path, "mixed.py", MIXED_TASK), {})
+    return load_task(write(tmp_path, "mixed.py", MIXED_TASK), {})
 
 
 @pytest.mark.parametrize("variant", [{"kind": "signed"}, {"kind": "scaled", "factor": 40.0}])
 def test_variants_are_reproducible_and_leave_integers_alone(mixed, variant):
-    plain = harness.make_inputs(mixed, 3, "cpu", "fp32")
-    first = harness.make_inputs(mixed, 3, "cpu", "fp32", variant)
-    again = harness.make_inputs(mixed, 3, "cpu", "fp32", variant)
+    plain = make_inputs(mixed, 3, "cpu", "fp32")
+    first = make_inputs(mixed, 3, "cpu", "fp32", variant)
+    again = make_inputs(mixed, 3, "cpu", "fp32", variant)
     assert all(torch.equal(a, b) for a, b in zip(first, again))
     assert torch.equal(first[1], plain[1]) and first[1].dtype == torch.int64
     if variant["kind"] == "signed":
@@ -111,12 +117,12 @@ def test_variants_are_reproducible_and_leave_integers_alone(mixed, variant):
 
 
 def test_shape_variant_reloads_the_task_with_new_constants():
-    task = harness.load_task(RELU, {"batch_size": 4, "dim": 1024})
+    task = load_task(RELU, {"batch_size": 4, "dim": 1024})
     variant = {"kind": "shape", "set": {"batch_size": 5}}
-    (x,) = harness.make_inputs(task, 1, "cpu", "fp32", variant)
+    (x,) = make_inputs(task, 1, "cpu", "fp32", variant)
     assert list(x.shape) == [5, 1024]
-    assert harness._shaped(task, {"batch_size": 5}) is harness._shaped(task, {"batch_size": 5})
-    assert list(harness.make_inputs(task, 1, "cpu", "fp32")[0].shape) == [4, 1024]
+    assert _shaped(task, {"batch_size": 5}) is _shaped(task, {"batch_size": 5})
+    assert list(make_inputs(task, 1, "cpu", "fp32")[0].shape) == [4, 1024]
 
 
 def test_candidate_reports_the_shapes_it_ran(tmp_path):
@@ -131,7 +137,7 @@ def test_candidate_reports_the_shapes_it_ran(tmp_path):
 
 def test_zeros_do_not_pass_for_tiny_outputs():
     ref = torch.softmax(torch.rand(2, 100_000), dim=1)  # ~1e-5, far below atol
-    log = checks.Log()
+    log = Log()
     result = compare(ref, torch.zeros_like(ref), 1e-2, 1e-2, log)
     assert not result["correct"] and "scaled" in result["reason"]
     assert names(log.entries()) == {"outputs.structure": "pass", "correctness.scaled_tolerance": "fail"}
@@ -142,14 +148,14 @@ def test_honest_tiny_outputs_pass():
     ref = torch.softmax(x, dim=1)
     cand = torch.exp(x - x.max(1, keepdim=True).values)
     cand = cand / cand.sum(1, keepdim=True)
-    log = checks.Log()
+    log = Log()
     assert compare(ref, cand, 1e-2, 1e-2, log)["correct"]
     assert names(log.entries()) == {"outputs.structure": "pass", "correctness.scaled_tolerance": "pass"}
 
 
 def test_ordinary_outputs_keep_atol():
     ref = torch.randn(64, 64)
-    log = checks.Log()
+    log = Log()
     assert compare(ref, ref + 1e-3, 1e-2, 1e-2, log)["correct"]
     assert names(log.entries()) == {"outputs.structure": "pass"}
 
@@ -481,11 +487,11 @@ def test_strided_views_pass():
 
 def test_structure_describes_containers_by_type():
     t = torch.zeros(1)
-    assert outputs.structure(t) == "tensor"
-    assert outputs.structure([t]) == "list[tensor]"
-    assert outputs.structure((t, (t, t))) == "tuple[tensor, tuple[tensor, tensor]]"
-    assert outputs.structure(torch.zeros(3).max(0)) == "tuple[tensor, tensor]"
-    assert outputs.structure(3) == "int"
+    assert returns.structure(t) == "tensor"
+    assert returns.structure([t]) == "list[tensor]"
+    assert returns.structure((t, (t, t))) == "tuple[tensor, tuple[tensor, tensor]]"
+    assert returns.structure(torch.zeros(3).max(0)) == "tuple[tensor, tensor]"
+    assert returns.structure(3) == "int"
 
 
 @pytest.mark.parametrize(
@@ -502,7 +508,7 @@ def test_structure_describes_containers_by_type():
 )
 def test_an_output_of_another_structure_is_incorrect(ref, cand):
     t = torch.ones(4)
-    log = checks.Log()
+    log = Log()
     result = compare(ref(t), cand(t), 1e-2, 1e-2, log)
     assert not result["correct"] and result["reason"].startswith("outputs.structure: forward returned"), result
     assert names(log.entries()) == {"outputs.structure": "fail"}
@@ -510,7 +516,7 @@ def test_an_output_of_another_structure_is_incorrect(ref, cand):
 
 def test_return_types_match_a_plain_tuple():
     x = torch.randn(3, 4)
-    log = checks.Log()
+    log = Log()
     assert compare(x.max(1), tuple(x.max(1)), 1e-2, 1e-2, log)["correct"]
     assert names(log.entries()) == {"outputs.structure": "pass"}
 
@@ -520,7 +526,7 @@ def test_a_list_survives_the_hand_over(tmp_path):
     the structure forward returned."""
     t = torch.ones(2)
     for out, kind in (([t], list), ((t,), tuple), (t.max(0), tuple)):
-        torch.save({"outputs": harness.to_host(out)}, tmp_path / "o.pt")
+        torch.save({"outputs": transfer.to_host(out)}, tmp_path / "o.pt")
         assert type(torch.load(tmp_path / "o.pt", weights_only=True)["outputs"]) is kind
 
 
@@ -529,9 +535,9 @@ def test_the_reference_worker_blames_what_the_candidate_handed_over():
     candidate's (`incorrect`), never the reference's own error (a skipped evaluation)."""
     sparse = torch.eye(3).to_sparse()  # what a candidate bypassing its own checks could write
     with pytest.raises(OutputTypeError, match="^checking what the candidate handed over raised"):
-        reference._handed_over(compare, torch.eye(3), sparse, 1e-2, 1e-2, checks.Log())
+        correctness.handed_over(compare, torch.eye(3), sparse, 1e-2, 1e-2, Log())
     with pytest.raises(OutputTypeError, match="^checking what the candidate handed over raised"):
-        reference._handed_over(Reference.inputs_integrity, [torch.eye(3)], [sparse], checks.Log())
+        correctness.handed_over(correctness.inputs_integrity, [torch.eye(3)], [sparse], Log())
 
 
 def test_candidate_rejects_a_list_where_the_reference_returns_a_tensor(tmp_path):
@@ -803,8 +809,8 @@ def test_a_reused_output_buffer_breaks_the_contract_and_hands_over_its_first_val
     assert reply["contract"].startswith("outputs.independence: forward returns the same output storage on every call")
     assert names(reply["checks"])["outputs.independence"] == "fail"
     # What the reference compares is the trial's own output, not the next call's.
-    task = harness.load_task(str(RELU), taskfile.overrides(str(RELU), "small", {}))
-    x = harness.make_inputs(task, req.seed, "cpu", "fp32")[0]
+    task = load_task(str(RELU), taskfile.overrides(str(RELU), "small", {}))
+    x = make_inputs(task, req.seed, "cpu", "fp32")[0]
     assert torch.equal(torch.load(req.out)["outputs"], torch.relu(x))
 
 
@@ -870,7 +876,7 @@ def test_a_breach_after_timing_is_in_the_reply(tmp_path):
 
 def test_torch_compile_s_overwritten_graph_output_is_a_contract_error():
     exc = RuntimeError("Error: accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run. Stack trace: ...")
-    got = harness.classify(exc, "forward")
+    got = errors.classify(exc, "forward")
     assert got["kind"] == "contract"
     assert got["message"].startswith("forward: RuntimeError: Error: accessing tensor output of CUDAGraphs")
 
@@ -879,7 +885,7 @@ def test_a_capture_left_open_says_why_random_numbers_fail():
     """CUDA-L1's level2/5 and 2/85 catch a failed CUDA graph capture and fall back; the GPU's
     generator stays capturing, and kbench's next inputs drawn on the GPU fail."""
     exc = RuntimeError("Offset increment outside graph capture encountered unexpectedly.")
-    got = harness.classify(exc, "forward")
+    got = errors.classify(exc, "forward")
     assert got["kind"] == "forward"
     assert "a CUDA graph capture the submission began failed and it went on" in got["message"]
 
@@ -920,20 +926,20 @@ def test_an_output_the_next_call_made_unreadable_breaks_the_contract_and_its_cop
     reply, req = trial(cand, tmp_path, deep=True)
     assert names(reply["checks"])["outputs.independence"] == "fail"
     assert reply["contract"].startswith("outputs.independence: the next call overwrote output(s) [0]")
-    (x,) = harness.make_inputs(cand.task, 7, "cpu", "fp32")
+    (x,) = make_inputs(cand.task, 7, "cpu", "fp32")
     assert torch.equal(torch.load(req.out)["outputs"], torch.relu(x))
     assert outputs.overwritten([torch.ones(1), *cand.module.handed_out]) == []
     gone = torch.ones(2)
-    torch._C._set_storage_access_error_msg(gone, harness.OVERWRITTEN)
+    torch._C._set_storage_access_error_msg(gone, errors.OVERWRITTEN)
     assert outputs.overwritten([torch.ones(1), gone]) == [1]
 
 
 def test_outputs_are_rebuilt_in_the_container_they_came_in():
     a, b = torch.ones(1), torch.zeros(1)
-    assert outputs.rebuilt(torch.ones(1), [a]) is a
-    assert outputs.rebuilt([torch.ones(1), torch.ones(1)], [a, b]) == [a, b]
+    assert returns.rebuilt(torch.ones(1), [a]) is a
+    assert returns.rebuilt([torch.ones(1), torch.ones(1)], [a, b]) == [a, b]
     named = torch.return_types.max((torch.ones(1), torch.ones(1)))
-    again = outputs.rebuilt(named, [a, b])
+    again = returns.rebuilt(named, [a, b])
     assert type(again) is type(named) and again.values is a and again.indices is b
 
 
@@ -1011,7 +1017,7 @@ def test_tf32_switched_on_while_timed_is_seen_by_the_state_checks(tmp_path):
             torch.backends.cuda.matmul.allow_tf32 = True
             return torch.relu(x)
     """
-    from kbench_worker.candidate import Session
+    from kbench_worker.roles.candidate import Session
 
     session = Session(channel=None)
     session.candidate = make_candidate(tmp_path, body)
@@ -1039,7 +1045,7 @@ def test_a_static_output_handed_out_once_warm_is_caught_after_timing(tmp_path):
                 self.out = torch.empty_like(x)
             return torch.clamp(x, min=0, out=self.out)
     """
-    from kbench_worker.candidate import Session
+    from kbench_worker.roles.candidate import Session
 
     session = Session(channel=None)
     session.candidate = make_candidate(tmp_path, body)
@@ -1142,7 +1148,7 @@ def test_kernels_of_the_submissions_own_extension(name, built, custom):
 
 
 def test_names_a_shared_object_holds_with_their_demangled_forms(tmp_path):
-    from kbench_worker import symbols
+    from kbench_worker.checks import symbols
 
     image = tmp_path / "ext.so"
     image.write_bytes(b"\x7fELF\0" + CUTLASS_KERNEL.encode() + b"\0junk_Z\0" + ATEN_KERNEL.encode() + b"\0")
@@ -1178,7 +1184,7 @@ def test_busy_time_counts_concurrent_work_once_and_gaps_not_at_all():
 
 
 def test_log_keeps_one_entry_per_check_with_the_worst_outcome():
-    log = checks.Log()
+    log = Log()
     log.add("a", "pass", "first", 1.0)
     log.add("b", "skip", "no room", 0.5)
     log.add("a", "warn", "second", 2.0)
@@ -1221,7 +1227,7 @@ def get_init_inputs():
 
 def _linear_session(tmp_path, body):
     """A candidate worker's session with `body` submitted for LINEAR_TASK, and the task's path."""
-    from kbench_worker.candidate import Session
+    from kbench_worker.roles.candidate import Session
 
     task = write(tmp_path, "linear.py", LINEAR_TASK)
     session = Session(channel=None)
@@ -1240,7 +1246,7 @@ def test_the_control_arm_times_the_tasks_reference_in_the_candidates_process(tmp
     """
     session, task = _linear_session(tmp_path, body)
     reference = Reference(Load(device="cpu", precision="fp32", atol=1e-2, rtol=1e-2, task=str(task), set={}))
-    harness.perturb(reference.model, 5)
+    params.perturb(reference.model, 5)
     session.perturb(Perturb(seed=5))
     setup = TimeSetup(arm="control", mode="offline", seed=3, cycles_per_us=1980)
     warm = session.time(setup)
@@ -1284,7 +1290,7 @@ def test_parameters_pair_by_name_then_values_then_shape():
     reference = _named(**{"fc.weight": w, "fc.bias": b, "bias": torch.randn(6), "gn.weight": ones, "gn.bias": zeros})
     # The same five, registered in another order under other names, four of one shape.
     candidate = _named(gn_b=zeros.clone(), gn_w=ones.clone(), added=reference[2][1].clone(), fc_b=b.clone(), fc_w=w.clone())
-    pairs, missing, extra = harness.pair(reference, candidate)
+    pairs, missing, extra = params.pair(reference, candidate)
     assert sorted(pairs) == [("added", "bias", (0,)), ("fc_b", "fc.bias", (0,)), ("fc_w", "fc.weight", (0, 1)), ("gn_b", "gn.bias", (0,)), ("gn_w", "gn.weight", (0,))]
     assert (missing, extra) == ([], [])
 
@@ -1292,22 +1298,22 @@ def test_parameters_pair_by_name_then_values_then_shape():
 def test_a_parameter_stored_transposed_or_reshaped_pairs_by_its_values():
     w, b = torch.randn(5, 5), torch.randn(5)
     # Square: the transposed weight has the weight's own shape, and values decide.
-    pairs, missing, extra = harness.pair(_named(w=w, b=b), _named(wt=w.t().contiguous(), b=b.reshape(1, 5)))
+    pairs, missing, extra = params.pair(_named(w=w, b=b), _named(wt=w.t().contiguous(), b=b.reshape(1, 5)))
     assert pairs == [("b", "b", (0,)), ("wt", "w", (1, 0))]
     conv = torch.randn(3, 2, 2, 2)
     flat = conv.permute(0, 2, 3, 1).reshape(3, 8)
-    assert harness.pair(_named(conv=conv), _named(flat=flat))[0] == [("flat", "conv", (0, 2, 3, 1))]
+    assert params.pair(_named(conv=conv), _named(flat=flat))[0] == [("flat", "conv", (0, 2, 3, 1))]
 
 
 def test_same_shapes_with_other_values_pair_in_registration_order():
     reference = _named(a=torch.randn(4), b=torch.randn(3, 4))
-    pairs, _, _ = harness.pair(reference, _named(y=torch.randn(3, 4), x=torch.randn(4)))
+    pairs, _, _ = params.pair(reference, _named(y=torch.randn(3, 4), x=torch.randn(4)))
     assert pairs == [("y", "b", (0, 1)), ("x", "a", (0,))]
 
 
 def test_unpaired_parameters_are_named_on_each_side():
     reference = _named(weight=torch.randn(4), bias=torch.randn(4))
-    pairs, missing, extra = harness.pair(reference, _named(weight=reference[0][1].clone(), pool=torch.full((1, 1, 3), 1 / 3)))
+    pairs, missing, extra = params.pair(reference, _named(weight=reference[0][1].clone(), pool=torch.full((1, 1, 3), 1 / 3)))
     assert pairs == [("weight", "weight", (0,))]
     assert (missing, extra) == (["bias"], ["pool"])
 
@@ -1327,7 +1333,7 @@ def test_the_candidate_perturbs_each_parameter_as_its_partner(tmp_path):
     """
     candidate = make_candidate(tmp_path, body, task=task, scale=None)
     reference = Reference(Load(device="cpu", precision="fp32", atol=1e-2, rtol=1e-2, task=str(task), set={}))
-    shapes = harness.perturb(reference.model, 5)
+    shapes = params.perturb(reference.model, 5)
     reply = candidate.perturb(5)
     assert reply["shapes"] == shapes and reply["missing"] == [] and reply["extra"] == ["scale [1]"]
     assert reply["paired"] == ["b [1, 8] = fc.bias [8]", "wt [8, 8] = fc.weight [8, 8] permuted [1, 0]"]
@@ -1343,7 +1349,7 @@ def test_restore_puts_back_the_parameters_as_built_in_both_workers(tmp_path):
     built: a module that folded them at construction is right again, bit for bit."""
     from types import SimpleNamespace
 
-    from kbench_worker.reference import Session
+    from kbench_worker.roles.reference import Session
 
     body = """
     class ModelNew(nn.Module):
@@ -1378,22 +1384,22 @@ def test_restore_puts_back_the_parameters_as_built_in_both_workers(tmp_path):
 
 def test_a_digest_tells_equal_values_from_others(monkeypatch):
     w = torch.randn(6, 6)
-    assert harness.digest(w) == harness.digest(w.clone())
+    assert params.digest(w) == params.digest(w.clone())
     # The same values elsewhere: transposed, two swapped, another dtype's bits.
     swapped = w.clone().reshape(-1)
     swapped[[0, 1]] = swapped[[1, 0]]
     others = [w.t(), swapped.reshape(6, 6), w.half(), w.double()]
-    assert len({harness.digest(w), *map(harness.digest, others)}) == 5
+    assert len({params.digest(w), *map(params.digest, others)}) == 5
     # Integer sums: the same digest whatever the chunks.
-    whole = harness.digest(w)
-    monkeypatch.setattr(harness, "DIGEST_CHUNK", 7)
-    assert harness.digest(w) == whole and harness.digest(torch.tensor(2.0)) != harness.digest(torch.tensor(3.0))
+    whole = params.digest(w)
+    monkeypatch.setattr(params, "DIGEST_CHUNK", 7)
+    assert params.digest(w) == whole and params.digest(torch.tensor(2.0)) != params.digest(torch.tensor(3.0))
 
 
 def _built_and_ours():
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
-    built = harness.built(model)
-    ours = {name: p.detach().clone() for name, p in harness.floating(model)}
+    built = params.built(model)
+    ours = {name: p.detach().clone() for name, p in params.floating(model)}
     return built, ours
 
 
@@ -1415,7 +1421,7 @@ def _built_and_ours():
 def test_the_candidate_perturbs_its_own_parameters_only_where_they_are_the_tasks_as_built(change, own):
     built, ours = _built_and_ours()
     change(built, ours)
-    found = harness.own_parameters(built, ours)
+    found = params.own_parameters(built, ours)
     assert (found is not None) is own
     if own:
         assert [id(p) for p in found] == [id(ours[b["name"]]) for b in built]
@@ -1427,8 +1433,8 @@ def test_digests_that_do_not_fit_in_memory_leave_the_candidate_to_pair(monkeypat
     def full(t):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory")
 
-    monkeypatch.setattr(harness, "digest", full)
-    assert harness.own_parameters(built, ours) is None
+    monkeypatch.setattr(params, "digest", full)
+    assert params.own_parameters(built, ours) is None
 
 
 def test_a_candidate_with_the_tasks_parameters_perturbs_them_without_building_the_task(tmp_path, monkeypatch):
@@ -1444,9 +1450,9 @@ def test_a_candidate_with_the_tasks_parameters_perturbs_them_without_building_th
     """
     candidate = make_candidate(tmp_path, body, task=task, scale=None)
     reference = Reference(Load(device="cpu", precision="fp32", atol=1e-2, rtol=1e-2, task=str(task), set={}))
-    built = harness.built(reference.model)
-    shapes = harness.perturb(reference.model, 5)
-    monkeypatch.setattr(harness, "build", lambda *a: pytest.fail("the task's model built again"))
+    built = params.built(reference.model)
+    shapes = params.perturb(reference.model, 5)
+    monkeypatch.setattr(models, "build", lambda *a: pytest.fail("the task's model built again"))
     reply = candidate.perturb(5, built)
     assert reply == {"shapes": shapes, "paired": [], "missing": [], "extra": ["scale [1]"]}
     x = torch.randn(4, 8)
@@ -1521,7 +1527,7 @@ def test_a_timed_calls_reordered_sum_is_judged_against_float64_too(tmp_path):
     blockwise sum that misses a tight tolerance is no cheat there either; a wrong one still is."""
     task = write(tmp_path, "mm.py", MATMUL_TASK)
     ref = Reference(Load(device="cpu", precision="fp32", atol=1e-7, rtol=1e-7, task=str(task), set={}))
-    a, b = harness.make_inputs(ref.task, 5, "cpu", "fp32")
+    a, b = make_inputs(ref.task, 5, "cpu", "fp32")
     blockwise = sum(a[:, k : k + 16] @ b[k : k + 16] for k in reversed(range(0, a.shape[1], 16)))
     pool = kept.Pool(blockwise, path=str(tmp_path / "pool"))
     pool.keep(0, blockwise)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kbench_worker import taskfile
+from kbench_worker.task import taskfile
 
 ROOT = Path(__file__).resolve().parents[2]
 FACTS = [json.loads(line) for line in (ROOT / "tests/fixtures/task_facts.jsonl").open()]

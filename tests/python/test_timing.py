@@ -8,15 +8,19 @@ import weakref
 import pytest
 import torch
 
-from kbench_worker import harness, kept, timing, transfer
-from kbench_worker.messages import decode
+from kbench_worker.task import models
+from kbench_worker.task.inputs import make_inputs
+from kbench_worker.timing import arms, kept, modes, offline
+from kbench_worker.timing.seeds import derive_seed
+from kbench_worker.wire import errors, transfer
+from kbench_worker.wire.messages import decode
 
 
 def test_seeds_match_kbench():
     # pipeline/tests.rs asserts the same value for derive_seed(42, 3).
-    assert timing.derive_seed(42, 3) == 542_934_981_142_619
-    assert timing.derive_seed(42, 3) != timing.derive_seed(42, 4)
-    assert all(timing.derive_seed(7, k) < 1 << 53 for k in range(100))
+    assert derive_seed(42, 3) == 542_934_981_142_619
+    assert derive_seed(42, 3) != derive_seed(42, 4)
+    assert all(derive_seed(7, k) < 1 << 53 for k in range(100))
 
 
 class Task:
@@ -42,7 +46,7 @@ class Recorder(torch.nn.Module):
 def timed(model=None):
     """A timed arm with its pool shaped as the warm-up would shape it, without the warm-up."""
     model = model or Recorder()
-    t = timing.TimedModel(model, Task, seed_base=11, device="cpu", precision="fp32")
+    t = offline.TimedModel(model, Task, seed_base=11, device="cpu", precision="fp32")
     t.pool = kept.Pool(torch.zeros(8, 16))
     return model, t
 
@@ -58,11 +62,11 @@ def test_every_timed_call_gets_fresh_contents_in_place():
     assert all(not torch.equal(a, b) for i, a in enumerate(contents) for b in contents[i + 1 :])
     # Same objects in rotation, and the in-place refresh leaves version counters alone.
     ids = [i for i, _, _, _ in model.seen]
-    assert len(set(ids)) == timing.INPUT_SETS
+    assert len(set(ids)) == offline.INPUT_SETS
     assert {v for _, v, _, _ in model.seen} == {0}
     # Sample k's contents are what kbench derives for k: the task's inputs under derive_seed(base, k).
     for k, (_, _, x, labels) in enumerate(model.seen):
-        expected = harness.make_inputs(Task, timing.derive_seed(11, k), "cpu", "fp32")
+        expected = make_inputs(Task, derive_seed(11, k), "cpu", "fp32")
         assert torch.equal(x, expected[0]) and torch.equal(labels, expected[1])
 
 
@@ -84,7 +88,7 @@ def test_no_earlier_output_is_alive_at_a_call():
     # On a GPU the caching allocator then gives every call's output the same block: where the
     # outputs lie can move a kernel's time (level1/33's BatchNorm on an H100).
     model = Outputs()
-    t = timing.TimedModel(model, Task, seed_base=11, device="cpu", precision="fp32")
+    t = offline.TimedModel(model, Task, seed_base=11, device="cpu", precision="fp32")
     warm = t.warmup(cycles_per_us=1980)["calls"]
     t.samples(5, blocker_cycles=0, audits=2)
     t.samples(3, blocker_cycles=0, audits=0, burst=2)
@@ -99,10 +103,10 @@ def test_a_set_too_large_to_copy_gets_new_storage_in_the_same_objects():
     model, t = timed()
     t.swap = True
     t.samples(6, blocker_cycles=0, audits=0)
-    assert len({i for i, _, _, _ in model.seen}) == timing.INPUT_SETS
+    assert len({i for i, _, _, _ in model.seen}) == offline.INPUT_SETS
     assert {v for _, v, _, _ in model.seen} == {0}
     for k, (_, _, x, labels) in enumerate(model.seen):
-        expected = harness.make_inputs(Task, timing.derive_seed(11, k), "cpu", "fp32")
+        expected = make_inputs(Task, derive_seed(11, k), "cpu", "fp32")
         assert torch.equal(x, expected[0]) and torch.equal(labels, expected[1])
 
 
@@ -113,7 +117,7 @@ def test_a_blocks_draws_come_from_its_own_seed():
     t.samples(2, blocker_cycles=0, audits=0)
     t.samples(3, blocker_cycles=0, audits=0, seed=99)
     for j, (_, _, x, labels) in enumerate(model.seen[2:]):
-        expected = harness.make_inputs(Task, timing.derive_seed(99, j), "cpu", "fp32")
+        expected = make_inputs(Task, derive_seed(99, j), "cpu", "fp32")
         assert torch.equal(x, expected[0]) and torch.equal(labels, expected[1])
 
 
@@ -133,17 +137,16 @@ class Small:
 
 
 def test_the_compiled_baseline_times_torch_compile_of_the_same_module():
-    from kbench_worker import reference
 
     torch.manual_seed(0)
     eager = types.SimpleNamespace(model=torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()), task=Small, device="cpu", precision="fp32")
-    compiled = reference.Compiled(eager, seed=3)
+    compiled = arms.Compiled(eager, seed=3)
     assert compiled.compile_s > 0
     x = torch.randn(4, 8)
     with torch.no_grad():
         assert torch.allclose(compiled.model(x), eager.model(x))
-    timing.handle(compiled, decode({"cmd": "time_setup", "mode": "offline", "seed": 5, "cycles_per_us": 1980}))
-    reply = timing.handle(compiled, decode({"cmd": "time", "n": 3}))
+    modes.handle(compiled, decode({"cmd": "time_setup", "mode": "offline", "seed": 5, "cycles_per_us": 1980}))
+    reply = modes.handle(compiled, decode({"cmd": "time", "n": 3}))
     assert len(reply["samples_ms"]) == 3
 
 
@@ -159,11 +162,11 @@ def test_a_burst_times_calls_on_distinct_fresh_sets_under_one_sample():
         # The sample's first call (seeded by the flush step) runs first; its other calls were
         # refreshed before it and take the indices below its own.
         k = 6 * sample + (5 if position == 0 else position - 1)
-        expected = harness.make_inputs(Task, timing.derive_seed(11, k), "cpu", "fp32")
+        expected = make_inputs(Task, derive_seed(11, k), "cpu", "fp32")
         assert torch.equal(x, expected[0]) and torch.equal(labels, expected[1])
     # Every call's output is kept, in the slot of its draw.
     for j in range(18):
-        assert torch.equal(kept_slot(t, j), harness.make_inputs(Task, timing.derive_seed(11, j), "cpu", "fp32")[0] * 2)
+        assert torch.equal(kept_slot(t, j), make_inputs(Task, derive_seed(11, j), "cpu", "fp32")[0] * 2)
 
 
 def test_every_timed_output_is_kept_from_the_slot_kbench_names():
@@ -180,7 +183,7 @@ def test_every_timed_output_is_kept_from_the_slot_kbench_names():
     t.pool.slots = 4
     t.samples(6, blocker_cycles=0, audits=0, seed=8)
     for j in (2, 3, 4, 5):
-        expected = harness.make_inputs(Task, timing.derive_seed(8, j), "cpu", "fp32")[0] * 2
+        expected = make_inputs(Task, derive_seed(8, j), "cpu", "fp32")[0] * 2
         assert torch.equal(t.pool.buffers[0][j % 4], expected)
 
 
@@ -191,20 +194,20 @@ def test_the_reference_reads_a_file_pool_and_refuses_what_it_does_not_describe(t
     t.samples(2, blocker_cycles=0, audits=0, seed=5)
     described = t.pool.describe()
     for j in range(2):
-        x, labels = harness.make_inputs(Task, timing.derive_seed(5, j), "cpu", "fp32")
+        x, labels = make_inputs(Task, derive_seed(5, j), "cpu", "fp32")
         out = kept.read(described, j)
         assert type(out) is tuple and torch.equal(out[0], x * 2) and torch.equal(out[1], labels.float())
     for bad in [{**described, "slots": 1}, {**described, "files": [{"path": "/nonexistent", "shape": [], "dtype": "float32"}]}]:
         try:
             kept.read(bad, 1)
-        except harness.OutputTypeError:
+        except errors.OutputTypeError:
             continue
         raise AssertionError(f"read {bad}")
     # A timed call whose output changes structure is refused at once.
     t.model = lambda x, labels: [x * 2, labels.float()]
     try:
         t.samples(1, blocker_cycles=0, audits=0)
-    except harness.OutputTypeError as exc:
+    except errors.OutputTypeError as exc:
         assert "outputs.structure" in str(exc) and "list[tensor, tensor]" in str(exc)
     else:
         raise AssertionError("kept another structure")
@@ -238,9 +241,9 @@ def test_the_kept_output_is_a_copy_taken_at_once():
 def test_warmup_reports_calibration():
     _, t = timed()
     warm = t.warmup(cycles_per_us=1980)
-    assert warm["calls"] >= timing.WARMUP_CALLS
+    assert warm["calls"] >= offline.WARMUP_CALLS
     assert warm["median_ms"] >= 0 and warm["submit_ms"] >= 0
-    assert warm["sets"] == timing.INPUT_SETS
+    assert warm["sets"] == offline.INPUT_SETS
     # The pool is shaped after the warm-up's output, and as many as fit are kept.
     assert warm["kept"]["slots"] == kept.MAX_SLOTS and list(t.pool.buffers[0].shape) == [kept.MAX_SLOTS, 8, 16]
 
@@ -248,22 +251,22 @@ def test_warmup_reports_calibration():
 def test_the_warm_up_blocker_follows_the_previous_call_not_the_cold_first(monkeypatch):
     # A clock the model moves: the first (cold) call takes 200 ms of host time, the rest 1 ms.
     clock = [0.0]
-    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(offline.time, "perf_counter", lambda: clock[0])
 
     class Cold(Recorder):
         def forward(self, x, labels):
             clock[0] += 0.2 if not self.seen else 0.001
             return super().forward(x, labels)
 
-    t = timing.TimedModel(Cold(), Task, seed_base=11, device="cpu", precision="fp32")
+    t = offline.TimedModel(Cold(), Task, seed_base=11, device="cpu", precision="fp32")
     blockers, stage = [], t._stage
     monkeypatch.setattr(t, "_stage", lambda drawn, cycles: blockers.append(cycles) or stage(drawn, cycles))
     t.warmup(cycles_per_us=1000)
-    assert len(blockers) == timing.WARMUP_CALLS
+    assert len(blockers) == offline.WARMUP_CALLS
     # None before the first call; the cold call's three times, capped at 100 ms, before the
     # second only; then three times the previous call's 1 ms.
     assert blockers[0] == 0
-    assert blockers[1] == timing.WARMUP_BLOCKER_MAX_US * 1000
+    assert blockers[1] == offline.WARMUP_BLOCKER_MAX_US * 1000
     assert all(abs(b - 3_000 * 1000) <= 1 for b in blockers[2:])
 
 
@@ -279,13 +282,13 @@ def test_the_warm_up_blocker_follows_the_previous_call_not_the_cold_first(monkey
     ],
 )
 def test_the_warm_up_stops_once_the_calls_are_steady_or_100_ms_are_spent(times, done):
-    assert timing.warmed(times) is done
+    assert offline.warmed(times) is done
 
 
 def test_the_warm_up_goes_on_while_the_forward_gets_faster(monkeypatch):
     # Call k takes max(5, 12 - k) ms of host time (a CPU arm's clock): faster until call 7.
     clock = [0.0]
-    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(offline.time, "perf_counter", lambda: clock[0])
 
     class Settling(Recorder):
         def forward(self, x, labels):
@@ -293,7 +296,7 @@ def test_the_warm_up_goes_on_while_the_forward_gets_faster(monkeypatch):
             return super().forward(x, labels)
 
     model = Settling()
-    warm = timing.TimedModel(model, Task, seed_base=11, device="cpu", precision="fp32").warmup(cycles_per_us=1000)
+    warm = offline.TimedModel(model, Task, seed_base=11, device="cpu", precision="fp32").warmup(cycles_per_us=1000)
     # Steady once the four calls before the last four are mostly 5 ms too: at call 14 (calls
     # 6-9 against 10-13), with 98 ms spent, before the 100 ms would have stopped it.
     assert warm["calls"] == 14 and len(model.seen) == 14
@@ -301,10 +304,10 @@ def test_the_warm_up_goes_on_while_the_forward_gets_faster(monkeypatch):
 
 def test_handle_dispatches_both_modes():
     worker = types.SimpleNamespace(model=Recorder(), task=Task, device="cpu", precision="fp32", timed=None)
-    assert "median_ms" in timing.handle(worker, decode({"cmd": "time_setup", "seed": 3, "mode": "offline", "cycles_per_us": 1980}))
-    assert len(timing.handle(worker, decode({"cmd": "time", "n": 2}))["samples_ms"]) == 2
-    assert timing.handle(worker, decode({"cmd": "time_setup", "seed": 3, "mode": "kernelbench"})) == {}
-    assert len(timing.handle(worker, decode({"cmd": "time", "n": 4}))["samples_ms"]) == 4
+    assert "median_ms" in modes.handle(worker, decode({"cmd": "time_setup", "seed": 3, "mode": "offline", "cycles_per_us": 1980}))
+    assert len(modes.handle(worker, decode({"cmd": "time", "n": 2}))["samples_ms"]) == 2
+    assert modes.handle(worker, decode({"cmd": "time_setup", "seed": 3, "mode": "kernelbench"})) == {}
+    assert len(modes.handle(worker, decode({"cmd": "time", "n": 4}))["samples_ms"]) == 4
 
 
 def test_only_the_candidates_own_arm_exports_its_pool(monkeypatch):
@@ -312,7 +315,7 @@ def test_only_the_candidates_own_arm_exports_its_pool(monkeypatch):
     pool of an arm nobody reads (the reference's) is never exported: a kept reference worker
     held one for every candidate it served (level1/63, 8 GiB each, ran out of memory at the
     seventh). The candidate's own arm's pool is, for the reference to read."""
-    from kbench_worker import candidate, reference
+    from kbench_worker.roles import candidate, reference
 
     exported = []
     monkeypatch.setattr(transfer, "export_cuda", lambda t: exported.append(len(t)) or {"container": None, "tensors": []})
@@ -332,11 +335,11 @@ def test_only_the_candidates_own_arm_exports_its_pool(monkeypatch):
 
 
 def test_seeding_the_generators_draws_as_torch_manual_seed_does():
-    # Timed calls seed through harness.seed_generators; the reference checks a kept timed output
+    # Timed calls seed through models.seed_generators; the reference checks a kept timed output
     # after torch.manual_seed's effect, so the two must draw the same numbers.
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     for device in devices:
-        harness.seed_generators(1234)
+        models.seed_generators(1234)
         ours = torch.randn(16, device=device)
         torch.manual_seed(1234)
         assert torch.equal(ours, torch.randn(16, device=device))
@@ -352,7 +355,7 @@ def test_set_up_moves_only_the_submitting_thread_to_the_timing_cpu():
 
     def set_up():
         worker = types.SimpleNamespace(model=Recorder(), task=Task, device="cpu", precision="fp32", timed=None)
-        timing.handle(worker, decode({"cmd": "time_setup", "seed": 3, "mode": "kernelbench", "cpu": cpu}))
+        modes.handle(worker, decode({"cmd": "time_setup", "seed": 3, "mode": "kernelbench", "cpu": cpu}))
         seen["cpus"] = os.sched_getaffinity(0)
 
     thread = threading.Thread(target=set_up)
@@ -365,7 +368,7 @@ def test_set_up_moves_only_the_submitting_thread_to_the_timing_cpu():
 def test_the_server_clock_is_read_from_nvml_by_the_gpus_uuid(monkeypatch):
     import sys
 
-    from kbench_worker import runtime
+    from kbench_worker.checks import runtime
 
     asked = []
     fake = types.SimpleNamespace(
@@ -386,17 +389,17 @@ def test_the_server_clock_is_read_from_nvml_by_the_gpus_uuid(monkeypatch):
 
 def test_server_requests_wait_their_gaps_and_report_latency():
     worker = types.SimpleNamespace(model=Recorder(), task=Task, device="cpu", precision="fp32", timed=None)
-    warm = timing.handle(worker, decode({"cmd": "time_setup", "seed": 3, "mode": "server"}))
+    warm = modes.handle(worker, decode({"cmd": "time_setup", "seed": 3, "mode": "server"}))
     assert warm["calls"] == 3 and warm["median_ms"] >= 0
     began = time.perf_counter()
-    reply = timing.handle(worker, decode({"cmd": "time", "gaps_ms": [20.0, 0.0, 30.0]}))
+    reply = modes.handle(worker, decode({"cmd": "time", "gaps_ms": [20.0, 0.0, 30.0]}))
     assert time.perf_counter() - began >= 0.05
     assert len(reply["samples_ms"]) == len(reply["latency_ms"]) == 3
     # No NVML on the CPU: each request's clock reading is absent, not invented.
     assert reply["sm_mhz"] == [None, None, None]
     # Requests rotate over the input sets, without fresh contents (no write before a request).
     ids = [i for i, _, _, _ in worker.model.seen]
-    assert len(set(ids)) == timing.INPUT_SETS
+    assert len(set(ids)) == offline.INPUT_SETS
 
 
 def test_new_contents_are_written_only_behind_the_blocker(monkeypatch):
@@ -407,13 +410,13 @@ def test_new_contents_are_written_only_behind_the_blocker(monkeypatch):
     t.cuda, t.flush_buffer, t.flush_sink = True, torch.ones(16), torch.empty(())
     at_blocker = []
     monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: at_blocker.append([x.clone() for x in t.sets[0]]))
-    for _ in range(timing.INPUT_SETS):
+    for _ in range(offline.INPUT_SETS):
         t._stage(t._draws(), blocker_cycles=0)
     assert at_blocker == []
     k, inputs, rest = t._stage(t._draws(), blocker_cycles=100)
-    assert k == timing.INPUT_SETS and inputs is t.sets[0] and rest == []
-    old = harness.make_inputs(Task, timing.derive_seed(11, 0), "cpu", "fp32")
-    new = harness.make_inputs(Task, timing.derive_seed(11, k), "cpu", "fp32")
+    assert k == offline.INPUT_SETS and inputs is t.sets[0] and rest == []
+    old = make_inputs(Task, derive_seed(11, 0), "cpu", "fp32")
+    new = make_inputs(Task, derive_seed(11, k), "cpu", "fp32")
     assert len(at_blocker) == 1
     assert all(torch.equal(a, b) for a, b in zip(at_blocker[0], old))
     assert all(torch.equal(a, b) for a, b in zip(inputs, new))

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kbench_worker import taskfile
+from kbench_worker.task import taskfile
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "v0_tree.py"

@@ -38,7 +38,7 @@ fn rounds_are_palindromes_with_a_rotated_start() {
 
 /// The offline protocol end to end over scripted workers, on the CPU: each worker answers
 /// `time_setup` with its warm-up figures and `time` with a block of samples shaped as
-/// `kbench_worker/timing.py` writes them. A scripted reply returns at once, so the wall time
+/// `kbench_worker/timing/offline.py` writes them. A scripted reply returns at once, so the wall time
 /// kbench measures around a block is below the times it reports, for either arm alike: the
 /// envelope sees no unexplained time unless a script sleeps.
 mod session {

@@ -5,7 +5,7 @@ import os
 import sys
 import time
 
-from .protocol import Channel
+from .wire.protocol import Channel
 
 STARTED = time.perf_counter()
 
@@ -41,19 +41,19 @@ def main():
         os.nice(10)
     channel = Channel()
     if role == "compile":
-        from . import compile as worker
+        from .roles import compile as worker
     elif role == "reference":
-        from . import reference as worker
+        from .roles import reference as worker
     elif role == "candidate":
-        from . import candidate as worker
+        from .roles import candidate as worker
     elif role == "probe":
-        from . import probe as worker
+        from .roles import probe as worker
     elif role == "check":
         from . import static_check as worker  # standard library only: never imports torch
     elif role == "inspect":
-        from . import inspect as worker
+        from .roles import inspect as worker
     elif role == "ceilings":
-        from . import ceilings as worker
+        from .roles import ceilings as worker
     else:
         sys.exit(f"unknown role {role!r}: expected compile, reference, candidate, probe, inspect, check or ceilings")
     if role in ("reference", "candidate"):
@@ -67,7 +67,7 @@ def main():
         # that keeps dynamo out of it); many paths import it lazily on a GPU. Done here, before
         # the candidate snapshots the names it watches, so that library rebinding is not taken
         # for a submission's. CUDA is initialized here too, so the snapshot sees the GPU's
-        # generators (`harness.seed_generators`).
+        # generators (`models.seed_generators`).
         if torch.cuda.is_available():
             torch.cuda.init()
         channel.startup_s = time.perf_counter() - STARTED

@@ -53,12 +53,12 @@ def commands(channel):
 
 
 def failure(cmd, exc):
-    from ..protocol import error
+    from ..wire.protocol import error
 
     return error("check", f"{type(exc).__name__}: {exc}", exc)
 
 
 def run(channel):
-    from ..protocol import serve
+    from ..wire.protocol import serve
 
     serve(channel, commands(channel), failure)

@@ -1,8 +1,8 @@
 """The runtime checks' entries in a reply: `{"name", "outcome", "evidence", "seconds"}` each.
 
-A check that proves cheating raises `harness.TamperError`, one that proves wrong outputs raises
-`harness.OutputCheckError`; what passes, warns or is skipped is recorded here, so kbench can show
-what was verified and what it cost. A breach of the module contract (`harness.ContractError`) is
+A check that proves cheating raises `errors.TamperError`, one that proves wrong outputs raises
+`errors.OutputCheckError`; what passes, warns or is skipped is recorded here, so kbench can show
+what was verified and what it cost. A breach of the module contract (`errors.ContractError`) is
 recorded as a failure and kept (`Log.breach`): it is judged once the outputs have been compared,
 since wrong values outrank it. A check run on several calls of one request (the deep
 checks call forward again) keeps one entry: the most severe outcome, the time summed.
@@ -10,7 +10,7 @@ checks call forward again) keeps one entry: the most severe outcome, the time su
 
 import time
 
-from .harness import ContractError
+from ..wire.errors import ContractError
 
 # Order of severity when one check ran more than once in a request.
 SEVERITY = {"skip": 0, "pass": 1, "warn": 2, "fail": 3}

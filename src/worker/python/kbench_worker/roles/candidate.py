@@ -10,10 +10,15 @@ from pathlib import Path
 
 import torch
 
-from . import cause, checks, harness, integrity, kernelbench, kernels, outputs, poison, profile, provenance, runtime, symbols, taskfile, timing, transfer
-from .harness import TamperError
-from .messages import Judged, KernelbenchTrial, Load, Loaded, Perturb, Perturbed, Profile, Profiled, Shipped, State, Stated, Time, Timed, TimeSetup, Trial, Warmed
-from .protocol import error, serve
+from ..checks import integrity, kernelbench, kernels, outputs, poison, profile, provenance, runtime, symbols
+from ..checks.log import Log
+from ..task import models, params, returns, taskfile
+from ..task.inputs import input_shapes, load_task, make_inputs
+from ..timing import arms, modes
+from ..wire import cause, errors, transfer
+from ..wire.errors import TamperError
+from ..wire.messages import Judged, KernelbenchTrial, Load, Loaded, Perturb, Perturbed, Profile, Profiled, Shipped, State, Stated, Time, Timed, TimeSetup, Trial, Warmed
+from ..wire.protocol import error, serve
 
 
 def _variant(req):
@@ -33,7 +38,7 @@ class Candidate:
         # started before kbench knew which submission it would run.
         os.environ.update(req.env or {})
         overrides = taskfile.overrides(req.task, req.scale, req.set)
-        self.task = harness.load_task(req.task, overrides)
+        self.task = load_task(req.task, overrides)
         # Baselines before the submission runs: threads of torch's own pools, true fp32, the L2 limit.
         runtime.strict_fp32()
         runtime.warm_thread_pools(self.device)
@@ -49,31 +54,31 @@ class Candidate:
         cls = getattr(self.module, "ModelNew", None)
         if cls is None:
             raise LookupError("the submission defines no ModelNew")
-        self.init = harness.init_inputs(self.task)
+        self.init = models.init_inputs(self.task)
         kernels.phase = "__init__"
-        self.model = harness.build(cls, self.init, self.device, self.precision)
+        self.model = models.build(cls, self.init, self.device, self.precision)
         kernels.phase = "forward"
-        self.checks = checks.Log()  # what the import and the constructor did
+        self.checks = Log()  # what the import and the constructor did
         self.checks.run("precision.tf32_flags", runtime.tf32_flags)
         self.timed = None
         self.shared = None
         self.perturbed = None  # the seed of `params.perturbation`, while it holds
-        self.kept = []  # ModelNew's parameters' values before it (`harness.kept_values`)
+        self.kept = []  # ModelNew's parameters' values before it (`params.kept_values`)
         self.control = None
 
     def trial(self, req):
         """Run one call under the runtime checks (with ``deep``, the expensive ones too) and hand
         its outputs and its (possibly modified) inputs to kbench."""
         self.shared = None
-        harness.release_memory(self.device)
-        log = checks.Log()
-        inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision, req.variant)
-        reply = {"input_shapes": harness.shapes(inputs)}
+        models.release_memory(self.device)
+        log = Log()
+        inputs = make_inputs(self.task, req.seed, self.device, self.precision, req.variant)
+        reply = {"input_shapes": input_shapes(inputs)}
         out = self.call(inputs, req.forward_seed, poison.NAN, log)
         if req.deep:
             out = self.deep(req, out, log)
-        harness.release_memory(self.device)  # the poison: the reference worker needs the room
-        reply.update(outputs=harness.describe(out), checks=log.entries())
+        models.release_memory(self.device)  # the poison: the reference worker needs the room
+        reply.update(outputs=returns.describe(out), checks=log.entries())
         # A breach of the module contract is kbench's to judge once the outputs are compared.
         reply["contract"] = log.breach
         return {**reply, **self.hand_over(out, inputs, req)}
@@ -93,7 +98,7 @@ class Candidate:
                 return {"ipc": ipc}
             except (TypeError, torch.cuda.OutOfMemoryError):
                 pass  # not plain CUDA tensors, or no room to copy: the file path below checks and sends them
-        torch.save({"outputs": harness.to_host(out), "inputs": harness.to_host(tensors)}, req.out)
+        torch.save({"outputs": transfer.to_host(out), "inputs": transfer.to_host(tensors)}, req.out)
         return {}
 
     def call(self, inputs, seed, pattern, log):
@@ -103,17 +108,17 @@ class Candidate:
         outputs settled and process state after it."""
         if self.cuda:
             log.run("memory.poisoned_allocator", poison.poison, self.device, pattern)
-        out = harness.forward(self.model, inputs, seed)
+        out = models.forward(self.model, inputs, seed)
         log.run("outputs.exact_type", outputs.exact_type, out)
         # On the CPU, the outputs as forward returned them, for `outputs.settled`.
-        returned = None if self.cuda else outputs.snapshot(outputs.tensors(out))
+        returned = None if self.cuda else outputs.snapshot(returns.tensors(out))
         if self.cuda:
-            log.run("timing.stream_join", outputs.stream_join, outputs.tensors(out))
-        harness.synchronize(self.device)
+            log.run("timing.stream_join", outputs.stream_join, returns.tensors(out))
+        models.synchronize(self.device)
         log.run("outputs.alias", integrity.alias, out, inputs, self.model)
         log.run("runtime.thread_count", self.threads.check)
         if returned is not None:
-            log.run("outputs.settled", outputs.settled, outputs.tensors(out), returned)
+            log.run("outputs.settled", outputs.settled, returns.tensors(out), returned)
         if self.cuda:
             log.run("runtime.l2_persist_limit", self.l2.check)
         log.run("precision.tf32_flags", runtime.tf32_flags)
@@ -124,38 +129,38 @@ class Candidate:
         inputs. Each entry's time includes its extra call. Returns the outputs to hand over: the
         call's, or their copies where the next call made them unreadable (torch.compile's CUDA
         graphs: `outputs.independence` records the breach, and the values are still compared)."""
-        first = outputs.tensors(out)
+        first = returns.tensors(out)
         copies = outputs.snapshot(first)
         log.run("outputs.independence", _unless_oom, self.independence, req, first, copies, log)
         if copies is not None and outputs.overwritten(first):
-            out, first = outputs.rebuilt(out, copies), copies
+            out, first = returns.rebuilt(out, copies), copies
         log.run("determinism.rerun", _unless_oom, self.rerun, req, first, log)
         return out
 
     def perturb(self, seed, built=None):
         """`params.perturbation`: ModelNew's parameters get the values the reference worker's
         get. Paired here, where both lists can be seen. Where ModelNew's parameters are the
-        task's as the reference worker built them (``built``, `harness.own_parameters`), they are
+        task's as the reference worker built them (``built``, `params.own_parameters`), they are
         perturbed in place, as the reference's are. Else this worker builds the task's Model as
         the reference worker does (same initialisation), pairs ModelNew's parameters with it by
-        what they are (`harness.pair`), perturbs it with the same seed, and copies each
+        what they are (`params.pair`), perturbs it with the same seed, and copies each
         parameter's new values into its partner (transposed and reshaped alike); the copy is
         then dropped. A parameter of ModelNew's without a partner (a constant the reference
         computes inline) is left as it is; one of the reference's without a partner is named for
         kbench to fail. The pairing runs in the untrusted worker, but the trial that follows is
         compared with the reference worker's own perturbed model: a false pairing only fails."""
-        ours = dict(harness.floating(self.model))
-        self.kept = harness.kept_values(ours.values())
+        ours = dict(params.floating(self.model))
+        self.kept = params.kept_values(ours.values())
         named = lambda name, p: f"{name} {list(p.shape)}"  # noqa: E731
-        own = harness.own_parameters(built, ours)
+        own = params.own_parameters(built, ours)
         if own is not None:
-            shapes = harness.perturb_tensors(own, seed)
+            shapes = params.perturb_tensors(own, seed)
             taken = {b["name"] for b in built}
             return {"shapes": shapes, "paired": [], "missing": [], "extra": [named(c, p) for c, p in ours.items() if c not in taken]}
-        reference = harness.build(self.task.Model, self.init, self.device, self.precision)
-        pairs, missing, extra = harness.pair(harness.floating(reference), list(ours.items()))
-        shapes = harness.perturb(reference, seed)
-        theirs = dict(harness.floating(reference))
+        reference = models.build(self.task.Model, self.init, self.device, self.precision)
+        pairs, missing, extra = params.pair(params.floating(reference), list(ours.items()))
+        shapes = params.perturb(reference, seed)
+        theirs = dict(params.floating(reference))
         paired = []  # the pairs not by the same name and shape, for the evidence
         with torch.no_grad():
             for c, r, dims in pairs:
@@ -165,12 +170,12 @@ class Candidate:
                     paired.append(f"{named(c, ours[c])} = {named(r, theirs[r])}" + (f" permuted {list(dims)}" if permuted else ""))
         reply = {"shapes": shapes, "paired": paired, "missing": [named(r, theirs[r]) for r in missing], "extra": [named(c, ours[c]) for c in extra]}
         del reference, theirs
-        harness.release_memory(self.device)
+        models.release_memory(self.device)
         return reply
 
     def restore(self):
         """ModelNew's parameters as they were before `perturb`."""
-        harness.restore(self.kept)
+        params.restore(self.kept)
         self.kept, self.perturbed = [], None
 
     def profile(self, req):
@@ -179,7 +184,7 @@ class Candidate:
         measured host-bound networks up to 20 % slower in this worker than in the reference's),
         and so may the traced calls, which run last."""
         self.shared = None
-        log, reply = checks.Log(), {}
+        log, reply = Log(), {}
         if self.cuda:
             log.run("profile.library_share", _unless_oom, self.library_share, req, reply)
         log.run("profile.library_output", _unless_oom, self.library_output, req)
@@ -190,25 +195,25 @@ class Candidate:
         return {"kernels": kernels.found(self.module), "build_failures": kernels.failures(), "compiled": kernels.compiled(), "defined": sorted(self.defined)}
 
     def independence(self, req, first, copies, log):
-        other = harness.make_inputs(self.task, req.seed + 1, self.device, self.precision, _variant(req))
+        other = make_inputs(self.task, req.seed + 1, self.device, self.precision, _variant(req))
         second = self.call(other, req.forward_seed, poison.FINITE, log)
-        return outputs.independence(first, copies, outputs.tensors(second))
+        return outputs.independence(first, copies, returns.tensors(second))
 
     def rerun(self, req, first, log):
         # The trial's inputs made again from its seed (a copy held during the first call would
         # double the memory of multi-GB tasks).
-        again_inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision, _variant(req))
+        again_inputs = make_inputs(self.task, req.seed, self.device, self.precision, _variant(req))
         before = outputs.state(self.model)
         again = self.call(again_inputs, req.forward_seed, poison.FINITE, log)
         changed = outputs.changed_state(before, outputs.state(self.model))
-        return outputs.rerun(first, outputs.tensors(again), self.atol, self.rtol, changed)
+        return outputs.rerun(first, returns.tensors(again), self.atol, self.rtol, changed)
 
     def library_share(self, req, reply):
         # Inputs no earlier call saw, and poisoned memory: otherwise a scavenger finds the
         # independence call's output in freed memory and the profile sees no work at all.
-        inputs = harness.make_inputs(self.task, req.seed + 2, self.device, self.precision)
+        inputs = make_inputs(self.task, req.seed + 2, self.device, self.precision)
         poison.poison(self.device, poison.NAN)
-        per_kernel, busy_ms = profile.kernel_times(lambda: harness.forward(self.model, inputs, req.forward_seed))
+        per_kernel, busy_ms = profile.kernel_times(lambda: models.forward(self.model, inputs, req.forward_seed))
         built = symbols.names(kernels.objects())
         found = reply["profile"] = profile.summarize(per_kernel, self.defined, busy_ms, built)
         return "pass", f"library kernels {found['library_share']:.0%} of {found['total_ms']:.3f} ms GPU time"
@@ -226,8 +231,8 @@ class Candidate:
         return provenance.judge(traces)
 
     def traced(self, req, seed, variant):
-        inputs = harness.make_inputs(self.task, seed, self.device, self.precision, variant)
-        return provenance.library_output(lambda: harness.forward(self.model, inputs, req.forward_seed), lambda: harness.synchronize(self.device))
+        inputs = make_inputs(self.task, seed, self.device, self.precision, variant)
+        return provenance.library_output(lambda: models.forward(self.model, inputs, req.forward_seed), lambda: models.synchronize(self.device))
 
     def after_timing(self, req):
         """The checks once timing is done: the process state (a switch flipped while timed), and
@@ -236,8 +241,8 @@ class Candidate:
         not raised, so the profiled call still runs. The timed input sets are let go first: the
         calls need the room."""
         self.shared = self.timed = self.control = None
-        harness.release_memory(self.device)
-        log = checks.Log()
+        models.release_memory(self.device)
+        log = Log()
         if self.cuda:
             log.run("runtime.l2_persist_limit", self.l2.check)
         log.run("precision.tf32_flags", runtime.tf32_flags)
@@ -245,38 +250,19 @@ class Candidate:
         return {"checks": log.entries(), "contract": log.breach}
 
     def warm_independence(self, req, log):
-        inputs = harness.make_inputs(self.task, req.seed, self.device, self.precision)
-        first = outputs.tensors(self.call(inputs, req.forward_seed, poison.NAN, log))
+        inputs = make_inputs(self.task, req.seed, self.device, self.precision)
+        first = returns.tensors(self.call(inputs, req.forward_seed, poison.NAN, log))
         return self.independence(req, first, outputs.snapshot(first), log)
 
     def time(self, req):
         """The candidate's arm by default; ``arm: control`` times the task's own reference in
-        this process (`Control`)."""
+        this process (`arms.Control`)."""
         self.shared = None
         if req.arm != "control":
-            return timing.handle(self, req, shared=True)
+            return modes.handle(self, req, shared=True)
         if req.cmd == "time_setup":
-            self.control = Control(self)
-        return timing.handle(self.control, req)
-
-
-class Control:
-    """The control arm of the process check (`timing.process`): the task's reference model,
-    built as the reference worker builds it (same initialisation, same parameter perturbation),
-    timed in the candidate's process beside the candidate's arm, on its input sets. Against the
-    reference worker's own times it shows how differently this process runs the same kernels
-    (cuDNN and cuBLAS choose algorithms per process) and how fast they run where the
-    candidate's inputs and outputs lie (level1/33's BatchNorm kernel runs up to 8 % slower on
-    an H100 for some placements of its 4 GiB input and output, fixed for an arm that holds
-    one input set). The submission can slow it down, which only widens its own interval."""
-
-    def __init__(self, candidate):
-        self.task, self.device, self.precision = candidate.task, candidate.device, candidate.precision
-        self.timed = None
-        self.beside = candidate.timed if isinstance(candidate.timed, timing.TimedModel) else None
-        self.model = harness.build(self.task.Model, candidate.init, self.device, self.precision)
-        if candidate.perturbed is not None:
-            harness.perturb(self.model, candidate.perturbed)
+            self.control = arms.Control(self)
+        return modes.handle(self.control, req)
 
 
 def _unless_oom(check, *args):
@@ -309,7 +295,7 @@ def load_error(exc):
         return error("no_model_new", str(exc))
     if cause.is_build_failure(exc):
         return error("build", cause.build_message(exc), exc)
-    return harness.classify(exc, "load")
+    return errors.classify(exc, "load")
 
 
 class Session:
@@ -324,7 +310,7 @@ class Session:
         if req.kernelbench:
             return self.load_kernelbench(req)
         self.candidate = Candidate(req)
-        harness.release_memory(self.candidate.device)
+        models.release_memory(self.candidate.device)
         verify(self.candidate)
         return {**self.candidate.kernel_report(), "startup_s": self.channel.startup_s, "checks": self.candidate.checks.entries()}
 
@@ -390,7 +376,7 @@ def failure(cmd, exc):
     """What a raising request is: a cheat caught, a failed load, or the forward's error."""
     if isinstance(exc, TamperError):
         return error("cheat", str(exc))
-    return load_error(exc) if cmd == "load" else harness.classify(exc, "forward")
+    return load_error(exc) if cmd == "load" else errors.classify(exc, "forward")
 
 
 def run(channel):

@@ -46,7 +46,7 @@ TimingArm = Literal["compile", "control"]
 
 
 class Variant(TypedDict, total=False):
-    """Inputs that differ from a plain trial's (`harness.make_inputs`), told apart by ``kind``:
+    """Inputs that differ from a plain trial's (`inputs.make_inputs`), told apart by ``kind``:
     ``signed`` (2x - 1 where the inputs are non-negative), ``scaled`` by ``factor``, ``shifted``
     by ``spreads`` standard deviations, or the ``shape`` of the task with the constants ``set``.
     A dict on the wire and in the handlers."""
@@ -165,7 +165,7 @@ class CheckOutputs:
 
 
 class BuiltParam(TypedDict):
-    """One of the task's parameters as the reference worker built it (`harness.built`)."""
+    """One of the task's parameters as the reference worker built it (`params.built`)."""
 
     name: str
     shape: list[int]
@@ -176,7 +176,7 @@ class BuiltParam(TypedDict):
 @dataclass(frozen=True)
 class Perturb:
     """New parameter values from a seed. ``built``: to the candidate worker, the task's
-    parameters as the reference worker built them (`harness.built`), where it said.
+    parameters as the reference worker built them (`params.built`), where it said.
     ``restore``: put back the values the perturbation with this seed replaced."""
 
     cmd: ClassVar[str] = "perturb"

@@ -7,7 +7,7 @@ import re
 import shutil
 import sys
 
-from .protocol import error, serve
+from ..wire.protocol import error, serve
 
 
 def facts():

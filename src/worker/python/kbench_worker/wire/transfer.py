@@ -4,13 +4,16 @@ On the GPU, outputs are shared by CUDA IPC (torch.multiprocessing's own reductio
 the host and back, which for multi-GB outputs costs seconds per trial. The reply carries only
 plain JSON (numbers, base64 bytes, names from a fixed set), never a pickle, so the trusted side
 never runs code chosen by the candidate. Elsewhere, and as a fallback, outputs go through a file
-written with torch.save and read back with ``weights_only``.
+written with torch.save (`to_host`) and read back with ``weights_only``.
 """
 
 import base64
 
 import torch
 from torch.multiprocessing import reductions
+
+from ..task import returns
+from .errors import OutputTypeError
 
 # The only classes and functions a rebuilt argument may name.
 _CLASSES = {"Tensor": torch.Tensor, "UntypedStorage": torch.UntypedStorage, "TypedStorage": torch.TypedStorage}
@@ -55,9 +58,8 @@ def _decode(value):
 
 def export_cuda(out):
     """IPC descriptions of the output tensors (the caller keeps ``out`` alive until read)."""
-    tensors = out if isinstance(out, (tuple, list)) else [out]
     shared = []
-    for t in tensors:
+    for t in returns.tensors(out):
         if type(t) is not torch.Tensor or not t.is_cuda:
             raise TypeError("only plain CUDA tensors are shared by IPC")
         rebuild, args = reductions.reduce_tensor(t.detach())
@@ -79,3 +81,13 @@ def import_cuda(description):
     torch.cuda.synchronize()
     kind = description["container"]
     return tensors[0] if kind is None else (list if kind == "list" else tuple)(tensors)
+
+
+def to_host(out):
+    """Outputs as plain CPU tensors for the trusted side to load: a list stays a list, any other
+    tuple (torch's named tuples too) becomes a tuple."""
+    if isinstance(out, (tuple, list)):
+        return (list if type(out) is list else tuple)(to_host(t) for t in out)
+    if type(out) is not torch.Tensor:
+        raise OutputTypeError(f"forward returned {type(out).__name__}, not a torch.Tensor")
+    return out.detach().to("cpu", copy=True).contiguous()

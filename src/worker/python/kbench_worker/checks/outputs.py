@@ -1,32 +1,24 @@
 """Runtime checks on what forward returned, in the candidate worker.
 
 `outputs.exact_type`, `timing.stream_join`, `outputs.settled`, `outputs.independence`,
-`determinism.rerun`: each returns (outcome, evidence) for `checks.Log.run`, or raises
-`harness.TamperError` (cheating), `harness.OutputCheckError` (wrong outputs) or
-`harness.ContractError` (a breach of the module contract) with a message that starts with the
-check's name. `structure` describes outputs for the reference worker's
-`outputs.structure`.
+`determinism.rerun`: each returns (outcome, evidence) for `log.Log.run`, or raises
+`errors.TamperError` (cheating), `errors.OutputCheckError` (wrong outputs) or
+`errors.ContractError` (a breach of the module contract) with a message that starts with the
+check's name. `pieces` and `bits` compare outputs, here and in the reference worker.
 """
 
 import time
 
 import torch
 
-from .harness import OVERWRITTEN, ContractError, OutputCheckError, OutputTypeError, TamperError
+from ..task import returns
+from ..wire.errors import OVERWRITTEN, ContractError, OutputCheckError, OutputTypeError, TamperError
 
 # Elements per comparison step: bounds the temporaries of a comparison on multi-GB outputs.
 CHUNK = 1 << 26
 
 # Integer dtypes of each element size, to compare any tensor bit for bit (NaN equals NaN).
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
-def _container(out):
-    """Whether forward returned several outputs, judged from the type alone: isinstance would
-    read ``__class__``, an attribute a lazy object can intercept."""
-    kind = type(out)
-    structseq = getattr(torch.return_types, kind.__name__, None) is kind
-    return kind is tuple or kind is list or structseq
 
 
 def pieces(r, c):
@@ -36,19 +28,6 @@ def pieces(r, c):
     return [(r, c)]
 
 
-def tensors(out):
-    """The output tensors as a list (call after `exact_type` passed)."""
-    return list(out) if _container(out) else [out]
-
-
-def structure(out):
-    """What forward returned, by types alone: ``tensor``, or its container (a tuple, torch's
-    named tuples included, or a list) and what that holds, e.g. ``tuple[tensor, tensor]``."""
-    if _container(out):
-        return f"{'list' if type(out) is list else 'tuple'}[{', '.join(map(structure, out))}]"
-    return "tensor" if type(out) is torch.Tensor else type(out).__name__
-
-
 def exact_type(out):
     """`outputs.exact_type`: every output is a plain torch.Tensor, checked before any attribute
     is read (a Tensor subclass or an object with ``__torch_function__`` can compute when the
@@ -56,7 +35,7 @@ def exact_type(out):
     are: strided (not sparse, mkldnn or nested), no two elements in the same memory (a stride-0
     expansion writes one element for many), no conjugate or negative bit (a lazy view that
     leaves the negation to whoever reads it)."""
-    items = list(out) if _container(out) else [out]
+    items = returns.tensors(out)
     for i, o in enumerate(items):
         kind = type(o)
         if kind is torch.Tensor:
@@ -178,7 +157,7 @@ def snapshot(outs):
 
 def overwritten(outs):
     """The indices of the outputs a later call made unreadable: torch.compile's CUDA graph trees
-    mark an output they overwrote so that any access to it raises (`harness.OVERWRITTEN`)."""
+    mark an output they overwrote so that any access to it raises (`errors.OVERWRITTEN`)."""
     gone = []
     for i, o in enumerate(outs):
         try:
@@ -190,20 +169,15 @@ def overwritten(outs):
     return gone
 
 
-def rebuilt(out, tensors):
-    """``tensors`` in the container ``out`` came in (a tensor, a tuple, torch's named tuples, a list)."""
-    return type(out)(tensors) if _container(out) else tensors[0]
-
-
 def independence(first, copies, second):
     """`outputs.independence`: a second call on other inputs leaves the first call's outputs
     as they were and returns new memory (the reference returns new tensors every call).
 
     Returning the same storage on every call (a preallocated buffer, a CUDA graph's static
     output) breaks the module's contract, whatever the intent: the caller's earlier result is
-    overwritten (`harness.ContractError`; the first outputs are put back from their copies, for
+    overwritten (`errors.ContractError`; the first outputs are put back from their copies, for
     the trial's comparison, or where the next call made them unreadable, the caller hands over
-    the copies: `overwritten`). An earlier output that changes while the next call returns other
+    the copies: `overwritten`, `returns.rebuilt`). An earlier output that changes while the next call returns other
     memory means the module keeps writing into what it handed out: that is evasion (`cheat`)."""
     gone = overwritten(first)
     if gone:
@@ -237,7 +211,7 @@ def distinct_calls(outs):
     One pass over the storages (the sample loop runs it for every sample)."""
     held = {}  # (device, storage address) -> (call, output index)
     for j, out in outs:
-        for a, t in enumerate(tensors(out)):
+        for a, t in enumerate(returns.tensors(out)):
             storage = t.untyped_storage()
             if not storage.nbytes():
                 continue
@@ -256,7 +230,7 @@ def rerun(first, again, atol, rtol, changed):
     """`determinism.rerun`: the same inputs, other poison in free memory, the same outputs.
     Bit-equal passes; within tolerance is nondeterminism (atomics) and warns; anything else
     means forward kept state between calls where the rerun call changed the module's state
-    (``changed``: what of `state` differs across it; `harness.ContractError`), else that it
+    (``changed``: what of `state` differs across it; `errors.ContractError`), else that it
     read memory it never wrote (wrong values)."""
     differ = [i for i, (a, b) in enumerate(zip(first, again)) if not same_bits(a, b)]
     worst = 0.0

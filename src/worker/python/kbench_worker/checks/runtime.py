@@ -3,8 +3,8 @@
 `runtime.thread_count`, `runtime.l2_persist_limit` and `precision.tf32_flags`: a submission can
 leave work running on a thread of its own, make inputs survive the L2 flush by raising the
 persisting-L2 limit, or switch fp32 math to TF32. Baselines are taken before the submission is
-imported; each check returns (outcome, evidence) for `checks.Log.run` or raises
-`harness.TamperError`.
+imported; each check returns (outcome, evidence) for `log.Log.run` or raises
+`errors.TamperError`.
 """
 
 import _thread
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from .harness import TamperError
+from ..wire.errors import TamperError
 
 # How long a new OS thread with no thread state is waited for: a thread that just started gets to
 # count itself as a Python thread, one that just ended to leave the OS's list of threads.

@@ -12,8 +12,9 @@ import json
 import os
 import traceback
 
-from . import PROTOCOL_VERSION
 from .messages import ErrorKind, Exit, decode
+
+PROTOCOL_VERSION = 1
 
 
 class Channel:

@@ -17,8 +17,11 @@ holds more copying than the other's.
 
 import torch
 
-from . import outputs, transfer
-from .harness import OutputTypeError, nbytes
+from ..checks import outputs
+from ..task import returns
+from ..task.models import nbytes
+from ..wire import transfer
+from ..wire.errors import OutputTypeError
 
 # The most calls a round asks of one arm: two blocks of at most 10 samples of at most 32 calls.
 MAX_SLOTS = 640
@@ -39,8 +42,8 @@ class Pool:
 
     def __init__(self, out, path=None, shared=False):
         outputs.exact_type(out)
-        tensors = outputs.tensors(out)
-        self.structure = outputs.structure(out)
+        tensors = returns.tensors(out)
+        self.structure = returns.structure(out)
         self.path = path
         self.shared = shared
         self.on_gpu = on_gpu = path is None and bool(tensors) and all(t.is_cuda for t in tensors)
@@ -64,9 +67,9 @@ class Pool:
         """Copy a timed call's output into ``slot``: the same structure as the warm-up's, or the
         call's verdict is that it changed (`outputs.exact_type`)."""
         outputs.exact_type(out)
-        tensors = outputs.tensors(out)
-        if outputs.structure(out) != self.structure:
-            raise OutputTypeError(f"outputs.structure: a timed call returned {outputs.structure(out)}, the warm-up {self.structure}")
+        tensors = returns.tensors(out)
+        if returns.structure(out) != self.structure:
+            raise OutputTypeError(f"outputs.structure: a timed call returned {returns.structure(out)}, the warm-up {self.structure}")
         for buffer, t in zip(self.buffers, tensors):
             if t.shape != buffer.shape[1:] or t.dtype != buffer.dtype:
                 raise OutputTypeError(f"outputs.exact_type: a timed call returned {t.dtype} {list(t.shape)}, the warm-up {buffer.dtype} {list(buffer.shape[1:])}")

@@ -15,7 +15,7 @@ Request ``{"cmd": "ceilings"}``, reply ``{"ok": true, "ceilings": {...}}``.
 
 import time
 
-from .protocol import error, serve
+from ..wire.protocol import error, serve
 
 COPY_BYTES = 1 << 30
 COPY_RUNS = 5

@@ -52,26 +52,38 @@ LIBRARY = [
     ("torch.profiler", "profile"),
 ]
 
-# This package's own modules: every function and method in them is watched too.
+# This package's own modules the candidate worker runs, by their path in the package: every
+# function and method in them is watched too.
 OWN = [
-    "harness",
-    "timing",
-    "transfer",
-    "protocol",
-    "candidate",
-    "kernels",
-    "taskfile",
-    "integrity",
-    "checks",
-    "outputs",
-    "poison",
-    "profile",
-    "runtime",
-    "kept",
-    "messages",
+    "task.models",
+    "task.inputs",
+    "task.params",
+    "task.returns",
+    "task.taskfile",
+    "wire.errors",
+    "wire.transfer",
+    "wire.protocol",
+    "wire.messages",
+    "timing.seeds",
+    "timing.offline",
+    "timing.upstream",
+    "timing.server",
+    "timing.modes",
+    "timing.kept",
+    "timing.arms",
+    "roles.candidate",
+    "checks.kernels",
+    "checks.integrity",
+    "checks.log",
+    "checks.outputs",
+    "checks.poison",
+    "checks.profile",
+    "checks.runtime",
 ]
 # Globals of those modules that change by design.
-MUTABLE = {"kernels.phase"}
+MUTABLE = {"checks.kernels.phase"}
+# The package those paths are in.
+PACKAGE = __package__.rpartition(".")[0]
 
 
 def _resolve(module, path):
@@ -89,7 +101,7 @@ def _fingerprint(obj):
 def _own_bindings():
     """Every global of this package's modules and every attribute of their classes, by name."""
     for name in OWN:
-        module = sys.modules.get(f"{__package__}.{name}")
+        module = sys.modules.get(f"{PACKAGE}.{name}")
         if module is None:
             continue
         for attr, value in list(vars(module).items()):
@@ -140,7 +152,9 @@ def aliased_outputs(out, inputs, model):
     """
     import torch
 
-    outputs = out if isinstance(out, (tuple, list)) else [out]
+    from ..task import returns
+
+    outputs = returns.tensors(out)
     owned = [("input", i, x) for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
     owned += [("parameter", name, p) for name, p in model.named_parameters()]
     owned += [("buffer", name, b) for name, b in model.named_buffers()]
@@ -161,8 +175,8 @@ def alias(out, inputs, model):
     in an input's memory is a write into the caller's inputs; one in a parameter's or a buffer's
     is the module's own storage, handed out again on every call (CUDA-L1's published kernels
     return an `out=` buffer, and a zero buffer on a task whose output is constant). Both break
-    the module contract, not the values: `harness.ContractError`."""
-    from .harness import ContractError
+    the module contract, not the values: `errors.ContractError`."""
+    from ..wire.errors import ContractError
 
     aliased = aliased_outputs(out, inputs, model)
     if aliased:

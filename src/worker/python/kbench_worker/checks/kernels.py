@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch.utils.cpp_extension as cpp_extension
 
-from . import cause
+from ..wire import cause
 
 _seen = []
 _failed = []

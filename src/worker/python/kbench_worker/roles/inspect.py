@@ -2,7 +2,7 @@
 
 Trusted role: it imports task files only, never a submission. For each task it reports
 
-* at full size on PyTorch's meta device (shapes only, no memory, seeded as the harness seeds):
+* at full size on PyTorch's meta device (shapes only, no memory, seeded as the workers seed):
   ``input_bytes`` (tensor inputs), ``output_bytes``, ``param_bytes`` (parameters and buffers),
   ``min_bytes`` (their sum: every byte read or written once, the speed-of-light traffic),
   ``flops`` (torch.utils.flop_counter.FlopCounterMode around one forward; it counts matmul,
@@ -45,8 +45,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
-from . import harness, taskfile
-from .protocol import error, serve
+from ..task import models, taskfile
+from ..task.inputs import make_inputs
+from ..wire.protocol import error, serve
 
 ATOL = 1e-4
 RTOL = 1e-4
@@ -83,12 +84,12 @@ def _signature(value):
 
 
 def _on_meta(module):
-    """Build the model and its inputs at the module's sizes on meta, seeded as the harness does."""
+    """Build the model and its inputs at the module's sizes on meta, seeded as the workers do."""
     with torch.device("meta"):
-        init = harness.init_inputs(module)
+        init = models.init_inputs(module)
         torch.manual_seed(42)
         model = module.Model(*init)
-        inputs = harness.make_inputs(module, INPUT_SEEDS[0], "meta", "fp32")
+        inputs = make_inputs(module, INPUT_SEEDS[0], "meta", "fp32")
     return init, model, inputs
 
 
@@ -127,25 +128,25 @@ def _full_size(path, facts, errors):
     except Exception as exc:  # noqa: BLE001
         errors.append(_say("full-size build on meta", exc))
         return None
-    facts["input_bytes"] = harness.nbytes(_tensors(inputs))
-    facts["param_bytes"] = harness.nbytes(list(model.parameters()) + list(model.buffers()))
+    facts["input_bytes"] = models.nbytes(_tensors(inputs))
+    facts["param_bytes"] = models.nbytes(list(model.parameters()) + list(model.buffers()))
     counter, random_ops = FlopCounterMode(display=False), _RandomOps()
     start = time.perf_counter()
     try:
         with counter, random_ops:
-            out = harness.forward(model, inputs, FORWARD_SEED)
+            out = models.forward(model, inputs, FORWARD_SEED)
         facts["flops"] = int(counter.get_total_flops())
         facts["random_ops"] = sorted(random_ops.seen)
     except Exception as exc:  # noqa: BLE001
         errors.append(_say("flop count on meta", exc))
         start = time.perf_counter()
         try:
-            out = harness.forward(model, inputs, FORWARD_SEED)
+            out = models.forward(model, inputs, FORWARD_SEED)
         except Exception as exc:  # noqa: BLE001
             errors.append(_say("full-size forward on meta", exc))
             return None
     seconds = time.perf_counter() - start
-    facts["output_bytes"] = harness.nbytes(_tensors(out))
+    facts["output_bytes"] = models.nbytes(_tensors(out))
     facts["min_bytes"] = facts["input_bytes"] + facts["param_bytes"] + facts["output_bytes"]
     return module, init, model, inputs, seconds
 
@@ -183,7 +184,7 @@ def _forward_runs(path, overrides):
     try:
         module = taskfile.load(path, overrides)
         _, model, inputs = _on_meta(module)
-        harness.forward(model, inputs, FORWARD_SEED)
+        models.forward(model, inputs, FORWARD_SEED)
     except Exception:  # noqa: BLE001
         return False
     return True
@@ -240,7 +241,7 @@ def input_only_constants(path):
         module = taskfile.load(path)
         init, model, inputs = _on_meta(module)
         start = time.perf_counter()
-        harness.forward(model, inputs, FORWARD_SEED)
+        models.forward(model, inputs, FORWARD_SEED)
         return _input_only_constants(path, module, init, model, inputs, time.perf_counter() - start)
 
 
@@ -325,9 +326,9 @@ def _value_facts(path, overrides, scale, device, atol, rtol):
     errors = facts["errors"]
     try:
         module = taskfile.load(path, overrides)
-        model = harness.build(module.Model, harness.init_inputs(module), device, "fp32")
-        inputs_a = harness.make_inputs(module, INPUT_SEEDS[0], device, "fp32")
-        inputs_b = harness.make_inputs(module, INPUT_SEEDS[1], device, "fp32")
+        model = models.build(module.Model, models.init_inputs(module), device, "fp32")
+        inputs_a = make_inputs(module, INPUT_SEEDS[0], device, "fp32")
+        inputs_b = make_inputs(module, INPUT_SEEDS[1], device, "fp32")
     except Exception as exc:  # noqa: BLE001
         errors.append(_say(f"{scale}-size build on {device}", exc))
         return facts
@@ -398,11 +399,11 @@ def _cost(path, overrides):
         _, model, inputs = _on_meta(module)
         counter = FlopCounterMode(display=False)
         with counter:
-            outs = _tensors(harness.forward(model, inputs, FORWARD_SEED))
+            outs = _tensors(models.forward(model, inputs, FORWARD_SEED))
     except Exception:  # noqa: BLE001
         return None
-    moved = harness.nbytes(_tensors(inputs)) + harness.nbytes(outs)
-    params = harness.nbytes(list(model.parameters()) + list(model.buffers()))
+    moved = models.nbytes(_tensors(inputs)) + models.nbytes(outs)
+    params = models.nbytes(list(model.parameters()) + list(model.buffers()))
     return _Cost(moved, params, counter.get_total_flops(), empty=any(t.numel() == 0 for t in outs))
 
 

@@ -1,7 +1,8 @@
-"""Timing: device time of one call with cold L2 and launch latency kept out (docs/design/timing.md 10.2).
+"""kbench's timing (`--mode offline`): device time of one call with cold L2 and launch latency kept
+out (docs/design/timing.md 10.2), and the warm-up before the samples.
 
 One sample, on the worker's default stream (many honest kernels launch on the legacy default
-stream, so the harness never switches streams), after a device-wide synchronize:
+stream, so kbench never switches streams), after a device-wide synchronize:
 
 1. fresh input contents are drawn for the input set about to be used (one of up to four,
    rotating, so addresses repeat only every fourth call) from the sample's seed;
@@ -23,27 +24,22 @@ candidate worker, adaptive stopping, NVML telemetry, the audit and envelope chec
 copies the output of every timed call into a pool after the call's stop event (`kept.Pool`);
 kbench has the reference worker read one slot of the candidate's pool after each checked round
 (`timing.timed_output_check`), the reference's pool only does the same work, so neither arm's
-wall time holds more (`timing.wall_envelope`).
-
-Input seeds: the ``j``-th draw of a block uses seed ``derive_seed(block_seed, j)`` and forward
-seed ``derive_seed(seed, 0)``, where kbench sends a fresh block seed with every block, drawn
-from randomness no worker holds: nothing the candidate saw before a block tells it that block's
-inputs. The warm-up uses the set-up's seed. kbench derives the same values to check a kept
-output without trusting the candidate's word on which inputs it used.
+wall time holds more (`timing.wall_envelope`). The inputs' seeds are `seeds`'.
 
 On the CPU a sample is perf_counter around the call, with the same fresh inputs.
 """
 
-import hashlib
-import os
 import statistics
 import time
 
 import torch
 
-from . import harness, kept, outputs, runtime
+from ..checks import outputs
+from ..task import models
+from ..task.inputs import make_inputs
+from . import kept
+from .seeds import derive_seed
 
-MASK53 = (1 << 53) - 1
 # Input sets per arm, memory permitting (docs/design/timing.md step 5).
 INPUT_SETS = 4
 # The extra input sets may take this share of the GPU's memory: the other worker times on it too.
@@ -74,26 +70,19 @@ def warmed(times):
     return abs(last - before) <= WARMUP_STEADY * before
 
 
-def derive_seed(base, stream):
-    """kbench's seed derivation (pipeline/mod.rs `derive_seed`): the first 8 bytes of SHA-256 over
-    two little-endian u64s, as an integer, cut to 53 bits so JSON carries it exactly."""
-    digest = hashlib.sha256(base.to_bytes(8, "little") + stream.to_bytes(8, "little")).digest()
-    return int.from_bytes(digest[:8], "little") & MASK53
-
-
 class TimedModel:
     """One worker's timed arm: its model, rotating input sets refreshed before every call, and
     the device helpers (flush buffer, events). Set up on the first timing request, after the
     correctness trials, with memory released so the other worker on the GPU has room.
 
     ``beside``: another arm of this worker whose input sets and flush buffer this one uses, in
-    place (the control arm of the process check times beside the candidate's, `candidate.Control`).
+    place (the control arm of the process check times beside the candidate's, `arms.Control`).
     Nothing is released then, and nothing large allocated before the calls: their outputs go
     where that arm's went, to the blocks it left cached."""
 
     def __init__(self, model, task, seed_base, device, precision, kept_path=None, beside=None, shared=False):
         if beside is None:
-            harness.release_memory(device)
+            models.release_memory(device)
         self.model, self.task, self.base = model, task, seed_base
         self.device, self.precision = device, precision
         self.cuda = device.startswith("cuda")
@@ -103,7 +92,7 @@ class TimedModel:
         self.taken = 0
         # The block being taken: its seed (None in the warm-up) and draws so far.
         self.block_seed, self.drawn = None, 0
-        first = beside.sets[0] if beside is not None else harness.make_inputs(task, derive_seed(seed_base, 0), device, precision)
+        first = beside.sets[0] if beside is not None else make_inputs(task, derive_seed(seed_base, 0), device, precision)
         sets = INPUT_SETS
         # Refill by copy (addresses fixed) unless a set is too large to hold twice.
         self.swap = False
@@ -116,10 +105,10 @@ class TimedModel:
             # before they are written into its set.
             _, total = torch.cuda.mem_get_info()
             self.budget = int(EXTRA_SETS_SHARE * total)
-            sets = max(1, min(INPUT_SETS, self.budget // max(harness.nbytes(first), 1)))
+            sets = max(1, min(INPUT_SETS, self.budget // max(models.nbytes(first), 1)))
             # A set over that share (a 16 GiB pooling input) gets new contents by releasing its
             # storage first: a copy would need two at once, in both workers.
-            self.swap = harness.nbytes(first) > self.budget
+            self.swap = models.nbytes(first) > self.budget
             l2 = torch.cuda.get_device_properties(torch.device(device)).L2_cache_size
             if beside is None:
                 self.flush_buffer = torch.ones(max(2 * l2, 1 << 20) // 4, device=device)
@@ -129,7 +118,7 @@ class TimedModel:
             self.start = torch.cuda.Event(enable_timing=True)
             self.stop = torch.cuda.Event(enable_timing=True)
             self.blocked = torch.cuda.Event(enable_timing=True)
-        self.sets = beside.sets if beside is not None else [first] + [harness.make_inputs(task, derive_seed(seed_base, k), device, precision) for k in range(1, sets)]
+        self.sets = beside.sets if beside is not None else [first] + [make_inputs(task, derive_seed(seed_base, k), device, precision) for k in range(1, sets)]
 
     def _draw(self):
         """The next draw's index in its block, input set, new contents and forward seed. The
@@ -144,7 +133,7 @@ class TimedModel:
         if self.swap:
             for old in tensors:
                 old.data = torch.empty(0, dtype=old.dtype, device=old.device)
-        fresh = [x for x in harness.make_inputs(self.task, seed, self.device, self.precision) if isinstance(x, torch.Tensor)]
+        fresh = [x for x in make_inputs(self.task, seed, self.device, self.precision) if isinstance(x, torch.Tensor)]
         pairs = list(zip(tensors, fresh))
         if self.swap:
             for old, new in pairs:
@@ -166,7 +155,7 @@ class TimedModel:
         exception: its new contents exist before the blocker). Returns (j, inputs, the other
         calls as `_calls` takes them)."""
         *rest, (k, inputs, _, forward_seed) = drawn
-        harness.seed_generators(forward_seed)
+        models.seed_generators(forward_seed)
         if self.cuda and blocker_cycles:
             torch.cuda._sleep(blocker_cycles)
         for _, _, pairs, _ in drawn:
@@ -232,9 +221,9 @@ class TimedModel:
     def _grow(self, count):
         """At least `count` input sets, memory permitting (the extra sets and the burst's `count`
         new contents within the share): each call of a burst has its own."""
-        size = harness.nbytes(self.sets[0])
+        size = models.nbytes(self.sets[0])
         while len(self.sets) < count and (self.budget is None or size * (len(self.sets) + count) <= self.budget):
-            self.sets.append(harness.make_inputs(self.task, derive_seed(self.base, len(self.sets)), self.device, self.precision))
+            self.sets.append(make_inputs(self.task, derive_seed(self.base, len(self.sets)), self.device, self.precision))
         return min(count, len(self.sets))
 
     def _calls(self, model, first, rest):
@@ -243,7 +232,7 @@ class TimedModel:
         j, inputs = first
         outs = [(j, model(*inputs))]
         for j, inputs, seed in rest:
-            harness.seed_generators(seed)
+            models.seed_generators(seed)
             outs.append((j, model(*inputs)))
         return outs
 
@@ -278,7 +267,7 @@ class TimedModel:
                     self.pool.keep(keep + j, out)
                 # Every output goes before the next draw, the loop's name for the last one too:
                 # the next call's outputs then land in the same cached blocks (where a kernel's
-                # outputs lie can move its time: `candidate.Control`).
+                # outputs lie can move its time: `arms.Control`).
                 del outs, out
             reply = {"samples_ms": samples, "overflows": overflows, "audit_ms": [], "audit_excess_ms": [], "burst": burst}
             for _ in range(audits):
@@ -315,121 +304,3 @@ class TimedModel:
         wall = (time.perf_counter() - t0) * 1e3
         del out
         return wall - self.blocked.elapsed_time(self.start), wall - self.blocked.elapsed_time(self.stop)
-
-
-class KernelBenchModel:
-    """Upstream KernelBench's loop, for side-by-side comparison: one input set, 3 warm-up calls,
-    then per sample a 256 MB write (memset) flush, start event, call, stop event, synchronize;
-    no blocker, so the host's launch latency is inside the time. On the CPU, perf_counter."""
-
-    FLUSH_BYTES = 256 << 20
-
-    def __init__(self, model, task, seed_base, device, precision, warmup=3):
-        harness.release_memory(device)
-        self.model = model
-        self.cuda = device.startswith("cuda")
-        self.inputs = harness.make_inputs(task, derive_seed(seed_base, 0), device, precision)
-        if self.cuda:
-            self.flush_buffer = torch.empty(self.FLUSH_BYTES, dtype=torch.uint8, device=device)
-            self.start = torch.cuda.Event(enable_timing=True)
-            self.stop = torch.cuda.Event(enable_timing=True)
-        for _ in range(warmup):
-            harness.forward(model, self.inputs, 0)
-        harness.synchronize(device)
-
-    def samples(self, n):
-        out = []
-        with torch.no_grad():
-            for _ in range(n):
-                if not self.cuda:
-                    t0 = time.perf_counter()
-                    self.model(*self.inputs)
-                    out.append((time.perf_counter() - t0) * 1e3)
-                    continue
-                torch.cuda.synchronize()
-                self.flush_buffer.zero_()
-                self.start.record()
-                self.model(*self.inputs)
-                self.stop.record()
-                torch.cuda.synchronize()
-                out.append(self.start.elapsed_time(self.stop))
-        return {"samples_ms": out}
-
-
-class ServerModel:
-    """The server scenario (docs/design/timing.md, "Server-scenario mode"): isolated requests reaching an
-    idle GPU after an exponential gap (drawn by kbench), on rotating input sets with no flush
-    (the gap and the rotation make them cold) and no blocker: host submission is part of a
-    request's latency. Per request: host clock, start event, call, stop event, synchronize, host
-    clock; the device time and the request latency are both returned."""
-
-    def __init__(self, model, task, seed_base, device, precision, warmup=3):
-        harness.release_memory(device)
-        self.model, self.device = model, device
-        self.cuda = device.startswith("cuda")
-        self.sets = [harness.make_inputs(task, derive_seed(seed_base, k), device, precision) for k in range(INPUT_SETS)]
-        self.taken = 0
-        self.clock = runtime.sm_clock(device)
-        if self.cuda:
-            self.start = torch.cuda.Event(enable_timing=True)
-            self.stop = torch.cuda.Event(enable_timing=True)
-        times = [self.request()[0] for _ in range(warmup)]
-        self.warm = {"median_ms": statistics.median(times), "calls": warmup}
-
-    def request(self):
-        inputs = self.sets[self.taken % len(self.sets)]
-        self.taken += 1
-        with torch.no_grad():
-            t0 = time.perf_counter()
-            if self.cuda:
-                self.start.record()
-            self.model(*inputs)
-            if self.cuda:
-                self.stop.record()
-                self.stop.synchronize()
-            latency = (time.perf_counter() - t0) * 1e3
-        return (self.start.elapsed_time(self.stop) if self.cuda else latency), latency
-
-    def requests(self, gaps_ms):
-        """Each request after its idle gap, with the SM clock read just before it (None without
-        NVML), since an idle GPU clocks down between requests."""
-        device, latency, clocks = [], [], []
-        for gap in gaps_ms:
-            time.sleep(gap / 1e3)
-            clocks.append(self.clock() if self.clock else None)
-            d, lat = self.request()
-            device.append(d)
-            latency.append(lat)
-        return {"samples_ms": device, "latency_ms": latency, "sm_mhz": clocks}
-
-
-def _or(value, default):
-    """A field kbench may leave out of a `time` request, else its default."""
-    return default if value is None else value
-
-
-def handle(worker, req, shared=False):
-    """The timing commands, for either worker (`worker` has model, task, device, precision and a
-    `timed` slot): `time_setup` (build and warm up, in the request's mode), `time` (a block of
-    samples, or of server requests after the gaps it names). At set-up the calling thread, which
-    submits every timed call, moves to the CPU kbench set aside for this GPU's timing, the same
-    for both workers (cpus.rs). A worker with a ``beside`` arm times beside it (`TimedModel`);
-    ``shared``: the arm's kept outputs are for the reference worker to read (the candidate's)."""
-    if req.cmd == "time_setup":
-        worker.timed = None
-        if req.cpu is not None:
-            os.sched_setaffinity(0, {req.cpu})
-        if req.mode == "kernelbench":
-            worker.timed = KernelBenchModel(worker.model, worker.task, req.seed, worker.device, worker.precision)
-            return {}
-        if req.mode == "server":
-            worker.timed = ServerModel(worker.model, worker.task, req.seed, worker.device, worker.precision)
-            return worker.timed.warm
-        beside = getattr(worker, "beside", None)
-        worker.timed = TimedModel(worker.model, worker.task, req.seed, worker.device, worker.precision, req.kept, beside, shared)
-        return worker.timed.warmup(req.cycles_per_us)
-    if isinstance(worker.timed, KernelBenchModel):
-        return worker.timed.samples(req.n)
-    if isinstance(worker.timed, ServerModel):
-        return worker.timed.requests(req.gaps_ms)
-    return worker.timed.samples(req.n, _or(req.blocker_cycles, 0), _or(req.audits, 0), _or(req.burst, 1), req.seed, _or(req.keep, 0))

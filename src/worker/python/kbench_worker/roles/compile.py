@@ -31,9 +31,12 @@ from torch._subclasses import fake_tensor
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from . import cause, harness, kernels, taskfile
-from .messages import Built, Compile, Warm
-from .protocol import error, serve
+from ..checks import kernels
+from ..task import models, taskfile
+from ..task.inputs import load_task, make_inputs
+from ..wire import cause
+from ..wire.messages import Built, Compile, Warm
+from ..wire.protocol import error, serve
 
 # Seconds the warm-up may run outside extension builds (a hang in forward must not hold a
 # build slot until --timeout-compile).
@@ -135,7 +138,7 @@ def warm(module, req):
     """Construct ModelNew and call it once on fake tensors; `reached` says how far it got:
     "import" (the constructor raised), "construct" (the call raised before any kernel) or
     "forward" (the call ended, reached an extension function, or ran WARM_IDLE_S)."""
-    task = harness.load_task(req.task, taskfile.overrides(req.task, req.scale, req.set))
+    task = load_task(req.task, taskfile.overrides(req.task, req.scale, req.set))
     device, precision = req.device, req.precision
     reached, note = "import", ""
     global _warming
@@ -148,14 +151,14 @@ def warm(module, req):
         fake = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
         with fake, torch.device(device), _gpu_present(req):
             kernels.phase = "__init__"
-            init = harness.init_inputs(task)
-            harness.seed_generators(42)
+            init = models.init_inputs(task)
+            models.seed_generators(42)
             model = module.ModelNew(*init)
             if precision != "fp32":
-                model = model.to(dtype=harness.DTYPES[precision])
+                model = model.to(dtype=models.DTYPES[precision])
             reached = "construct"
             kernels.phase = "forward"
-            harness.forward(model, harness.make_inputs(task, 0, device, precision), 0)
+            models.forward(model, make_inputs(task, 0, device, precision), 0)
             reached = "forward"
     except BaseException as exc:  # noqa: BLE001 - any failure of submission code is a result
         traceback.print_exc()

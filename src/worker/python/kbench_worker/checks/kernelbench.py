@@ -27,7 +27,9 @@ verdict, as open to a submission's interference as KernelBench's own, and never 
 
 import torch
 
-from . import cause, harness, outputs, taskfile
+from ..task import models, returns, taskfile
+from ..wire import cause
+from . import outputs
 
 # `eval_kernel_against_ref`'s seed: of the weights, and of the draws of its trials' seeds.
 SEED = 42
@@ -48,9 +50,8 @@ def correct(ref, cand, tol):
     """KernelBench's own verdict on one trial: the outputs have the reference's structure and
     shapes and ``torch.allclose(out, ref, atol=tol, rtol=tol)``; nothing else (no scaled
     tolerance, no float64). A dtype allclose cannot compare fails, as it raises in KernelBench."""
-    refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
-    cands = list(cand) if isinstance(cand, (tuple, list)) else [cand]
-    if outputs.structure(ref) != outputs.structure(cand):
+    refs, cands = returns.tensors(ref), returns.tensors(cand)
+    if returns.structure(ref) != returns.structure(cand):
         return False
     return all(allclose(r, c, tol, tol) for r, c in zip(refs, cands))
 
@@ -61,9 +62,8 @@ def needed(ref, cand):
     on, up to float32 rounding at the boundary), computed in float64; `NEVER` where no tolerance
     of KernelBench's versions passes it (another structure, shape or dtype, a NaN, a difference
     of 1 or more). It gives KernelBench's verdict at any tolerance from one run."""
-    refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
-    cands = list(cand) if isinstance(cand, (tuple, list)) else [cand]
-    if outputs.structure(ref) != outputs.structure(cand):
+    refs, cands = returns.tensors(ref), returns.tensors(cand)
+    if returns.structure(ref) != returns.structure(cand):
         return NEVER
     worst = 0.0
     for r, c in zip(refs, cands):
@@ -98,7 +98,7 @@ class Eval:
 
     def __init__(self, task_path, submission_path, overrides, device, precision):
         self.device = device
-        self.dtype = harness.DTYPES[precision]
+        self.dtype = models.DTYPES[precision]
         namespace = {}
         _run(task_path, overrides, True, namespace)
         model, init_inputs, self.get_inputs = (namespace.get(n) for n in ("Model", "get_init_inputs", "get_inputs"))
