@@ -349,8 +349,11 @@ fn a_build_that_never_ends_keeps_no_later_request_from_its_verdict() {
     assert_eq!(stuck["status"], 200, "{stuck}");
     let reason = stuck["reason"].as_str().unwrap_or_default();
     match stuck["verdict"].as_str() {
+        // The stage's deadline, or the compile worker's own (an import slower than
+        // --timeout-compile on a loaded machine).
         Some("timeout") => assert!(
-            reason.starts_with("build: no result within 50 s"),
+            reason.starts_with("build: no result within 50 s")
+                || reason.starts_with("build: no reply within 10 s"),
             "{reason}"
         ),
         other => assert_eq!(other, Some("no_kernel"), "{stuck}"),
