@@ -177,8 +177,9 @@ def independence(first, copies, second):
     output) breaks the module's contract, whatever the intent: the caller's earlier result is
     overwritten (`errors.ContractError`; the first outputs are put back from their copies, for
     the trial's comparison, or where the next call made them unreadable, the caller hands over
-    the copies: `overwritten`, `returns.rebuilt`). An earlier output that changes while the next call returns other
-    memory means the module keeps writing into what it handed out: that is evasion (`cheat`)."""
+    the copies: `overwritten`, `returns.rebuilt`). An earlier output that changes while the
+    next call returns other memory means the module keeps writing into what it handed out:
+    that is evasion (`cheat`)."""
     gone = overwritten(first)
     if gone:
         raise ContractError(

@@ -134,6 +134,7 @@ class Candidate:
         log.run("outputs.independence", _unless_oom, self.independence, req, first, copies, log)
         if copies is not None and outputs.overwritten(first):
             out, first = returns.rebuilt(out, copies), copies
+        del copies  # unless they stand for the outputs now: the rerun's call needs the room
         log.run("determinism.rerun", _unless_oom, self.rerun, req, first, log)
         return out
 
