@@ -41,8 +41,7 @@ pub fn read(src: &Path) -> Result<Import> {
         Entry::File(_) => {
             let mut parts = rel.components();
             if let (Some(dir), Some(name), None) = (parts.next(), parts.next(), parts.next()) {
-                let name = name.as_os_str();
-                if name == "ref.py" && !folders.iter().any(|f| f.as_os_str() == dir.as_os_str()) {
+                if name.as_os_str() == "ref.py" {
                     folders.push(PathBuf::from(dir.as_os_str()));
                 }
             }
