@@ -147,6 +147,58 @@ mod tests {
         assert!(import.notes[0].contains("L40S"));
     }
 
+    /// Red team: a checkout whose problem files are a FIFO (a read would block the import), a
+    /// link to a file outside it, or a folder that is a link: none is opened or followed, each is
+    /// named as unread, and the honest folder beside them is imported.
+    #[test]
+    fn links_and_fifos_in_the_checkout_are_named_and_never_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("checkout");
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("ref.py"), "SECRET").unwrap();
+        std::fs::write(outside.join("src.py"), "SECRET").unwrap();
+        for folder in ["Honest", "Fifo", "Linked"] {
+            std::fs::create_dir_all(src.join(folder)).unwrap();
+        }
+        for file in ["ref.py", "src.py"] {
+            std::fs::write(src.join("Honest").join(file), file).unwrap();
+        }
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            src.join("Fifo/ref.py"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        std::fs::write(src.join("Fifo/src.py"), "x").unwrap();
+        std::os::unix::fs::symlink(outside.join("ref.py"), src.join("Linked/ref.py")).unwrap();
+        std::fs::write(src.join("Linked/src.py"), "x").unwrap();
+        std::os::unix::fs::symlink(&outside, src.join("Away")).unwrap();
+        let import = read(&src).unwrap();
+        let subs: Vec<&str> = import.submissions.keys().map(String::as_str).collect();
+        assert_eq!(subs, ["level1/1_Honest.py"]);
+        let mut unread: Vec<String> = import
+            .unread
+            .iter()
+            .map(|u| format!("{}: {}", u.at, u.why))
+            .collect();
+        unread.sort();
+        assert_eq!(
+            unread,
+            [
+                "Away: not read: a symbolic link",
+                "Fifo/ref.py: not read: a FIFO",
+                "Linked/ref.py: not read: a symbolic link",
+            ]
+        );
+        assert!(import
+            .submissions
+            .values()
+            .all(|code| !code.contains("SECRET")));
+    }
+
     #[test]
     fn a_file_is_refused() {
         let dir = tempfile::tempdir().unwrap();
