@@ -5,7 +5,8 @@
 
 ORACLE is benchmarks/kernelbench_oracle.py's output; each --also is a later oracle run whose rows
 replace ORACLE's at the tolerances they hold (a rerun of some rows at one tolerance); each RESULTS is a kbench results.json of the
-same files, judged at its `config.kernelbench_tolerance`. One run serves every tolerance the
+same files (or of a part of them: the rows of records at one tolerance are joined, a later record's
+row replacing an earlier one's), judged at its `config.kernelbench_tolerance`. One run serves every tolerance the
 oracle holds: at its own tolerance its `kernelbench_correct` (allclose) is kbench's verdict, at
 another `kernelbench_needed <= tolerance` is (the least tolerance its trials pass; records before
 it need a run per tolerance). Rows are matched by task (level, number). A verdict is "correct" only where it is true: kbench's
@@ -36,7 +37,8 @@ def kbench_runs(paths):
         tol = record["config"].get("kernelbench_tolerance")
         if tol is None:
             sys.exit(f"{path}: no config.kernelbench_tolerance (a record from before it)")
-        runs[float(tol)] = {(e["task"]["level"], e["task"]["number"]): e for e in record["evaluations"]}
+        rows = runs.setdefault(float(tol), {})
+        rows.update({(e["task"]["level"], e["task"]["number"]): e for e in record["evaluations"]})
     return runs
 
 

@@ -6,7 +6,7 @@
 #   - the last GPU, one after another: the GPU corpus, good-kernels, the CUDA-L2 shapes (fp16),
 #     the sandbox and in-process attacks;
 #   - the other GPUs: CUDA-L1's 210 rows with KernelBench's eval as KernelBench runs it, the
-#     first 150 on them, the last 60 on every GPU once the last GPU's work is done;
+#     150 and then 60 of them (two lists, so that a cut run's record says where it stopped);
 # until LIMIT_S is spent. A call resumes the last on the same machine; on a fresh one it resumes
 # from .gpu/state.tgz (the last call's OUT/state.tgz: the records and what is done), so a machine
 # given back between calls loses nothing. Leaves back.tgz and state.tgz in OUT.
@@ -24,7 +24,6 @@ py=python3
 n=$(nvidia-smi -L | wc -l)
 last=$(( n - 1 ))
 l1_gpus=$(seq -s, 0 $(( n > 1 ? n - 2 : 0 )))
-all_gpus=$(seq -s, 0 "$last")
 { nvidia-smi; nproc; target/release/kbench --version; cat .gpu/commit.txt; } > "$R/machine.txt" 2>&1
 [ -d "$R/l1" ] || target/release/kbench import cuda-l1 .gpu/h100.json "$R/l1" > "$R/import.txt" 2>&1
 if [ ! -f "$R/a.list" ]; then
@@ -66,12 +65,13 @@ l1() {  # NAME GPUS
 if [ "$n" -gt 1 ]; then
   side &
   l1 a "$l1_gpus"
+  l1 b "$l1_gpus"
   wait
 else
   side
   l1 a 0
+  l1 b 0
 fi
-l1 b "$all_gpus"
 
 cd "$R" || exit 1
 # What a fresh machine needs to resume: the records and the marks of what is done.
