@@ -76,6 +76,16 @@ def test_a_row_missing_on_one_side_is_counted_not_compared(tmp_path):
     assert dict(agree[1e-4]) == {"agree": 1, "differ": 1, "missing": 1}
 
 
+def test_records_of_one_tolerance_are_joined_a_later_row_replacing_an_earlier(tmp_path):
+    first = record(tmp_path, "first", 1e-4, STRICT[:2], False)
+    second = record(tmp_path, "second", 1e-4, [evaluation(1, 2, "no_kernel", False), STRICT[2]], False)
+    runs = compare.kbench_runs([first, second])
+    assert sorted(runs[1e-4]) == [(1, 1), (1, 2), (2, 3)]
+    assert runs[1e-4][(1, 2)]["verdict"] == "no_kernel"
+    _, agree = compare.compare(compare.oracle_rows(oracle(tmp_path, ORACLE)), runs)
+    assert dict(agree[1e-4]) == {"agree": 3}
+
+
 def test_a_record_without_the_tolerance_is_refused(tmp_path):
     path = tmp_path / "old.json"
     path.write_text(json.dumps({"config": {}, "evaluations": []}))
