@@ -7,10 +7,9 @@
 
 use std::path::Path;
 
-use crate::config::LibraryPolicy;
+use crate::config::{Config, LibraryPolicy};
 use crate::record::{merge_check, Check, Evaluation, Outcome, Timing};
 use crate::reference_ops::{self, Profiles};
-use crate::submission::Submission;
 use crate::task::Task;
 use crate::timing::{self, Failed};
 use crate::verdict::{Cause, KernelEvidence};
@@ -18,7 +17,6 @@ use crate::worker::request::{Profile, State};
 use crate::worker::{Link, Stream};
 
 use super::stage::ask;
-use super::{Python, Spawner};
 
 /// Above this share of GPU time in library kernels a submission is `no_kernel` where the
 /// `--library-policy` applies a limit.
@@ -36,18 +34,24 @@ pub(super) struct Judged {
     pub host_error: Option<f64>,
 }
 
-impl<S: Spawner> Python<'_, S> {
+/// What the profiled call's judgement takes from the run: its settings.
+pub(super) struct Evidence<'a> {
+    pub config: &'a Config,
+}
+
+impl Evidence<'_> {
     /// After timing: the candidate's checks (`State`), one profiled call (`profile.library_share`
     /// last, since profiling leaves state behind in the process it ran in), on a GPU the
     /// reference's profiled call too (`profile.reference_ops`; both recorded in
     /// `Evaluation::profile`), whether the reported kernels ran (`kernels.mapped`), and the
-    /// kernels' evidence that decides the verdict. Ends neither worker.
-    pub(super) fn judge_profiled(
+    /// kernels' evidence that decides the verdict. `seen` is where the worker sees the
+    /// submission's build folder. Ends neither worker.
+    pub(super) fn judge_profiled<W: Link>(
         &self,
         task: &Task,
-        sub: &Submission,
-        reference: &mut S::Worker,
-        candidate: &mut S::Worker,
+        seen: &Path,
+        reference: &mut W,
+        candidate: &mut W,
         kernels: Vec<String>,
         eval: &mut Evaluation,
     ) -> Result<Judged, Failed> {
@@ -85,11 +89,7 @@ impl<S: Spawner> Python<'_, S> {
             merge_check(&mut eval.checks, reference_ops_check(ops));
         }
         let kernels = profiled.kernels.unwrap_or(kernels);
-        let mapped = mapped_kernel_check(
-            &kernels,
-            candidate.python_pid(),
-            &self.build_seen(&self.build_dir(sub)),
-        );
+        let mapped = mapped_kernel_check(&kernels, candidate.python_pid(), seen);
         let evidence = KernelEvidence {
             kernels,
             build_failures: profiled.build_failures,
