@@ -7,6 +7,7 @@ use crate::task::Task;
 use crate::verdict::Cause;
 
 use super::decide;
+use super::gathered::Gathered;
 
 /// What a running evaluation is doing, told to its caller as it enters each phase
 /// (`Backend::evaluate`) for progress only: nothing is decided from it.
@@ -71,12 +72,9 @@ pub trait Backend: Sync {
         build: Option<&Build>,
         cause: &Cause,
     ) -> Evaluation {
-        let mut eval = Evaluation {
-            build: build.cloned(),
-            ..decide::early(task, submission)
-        };
-        decide::conclude(&mut eval, cause);
-        eval
+        let gathered = Gathered::default();
+        let sub = (task, submission);
+        decide::evaluation(sub, build.cloned(), String::new(), gathered, cause, 0.0)
     }
     /// Later evaluations on `slot` share nothing with those before: one was abandoned there
     /// and may never let go of what it holds.

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use crate::config::{Config, LibraryPolicy};
-use crate::record::{merge_check, Check, Evaluation, Outcome, Timing};
+use crate::record::{merge_check, Check, Outcome, Timing};
 use crate::reference_ops::{self, Profiles};
 use crate::task::Task;
 use crate::timing::{self, Failed};
@@ -16,6 +16,7 @@ use crate::verdict::{Cause, KernelEvidence};
 use crate::worker::request::{Profile, State};
 use crate::worker::{Link, Stream};
 
+use super::gathered::Gathered;
 use super::stage::ask;
 
 /// Above this share of GPU time in library kernels a submission is `no_kernel` where the
@@ -53,7 +54,7 @@ impl Evidence<'_> {
         reference: &mut W,
         candidate: &mut W,
         kernels: Vec<String>,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
     ) -> Result<Judged, Failed> {
         let cfg = self.config;
         // The candidate's state checks, outside every timed request (the wall envelope compares
@@ -120,7 +121,7 @@ impl Evidence<'_> {
     /// The profiled call's checks into `eval`; returns `profile.library_output`'s evidence where
     /// it failed and the library policy sets a limit (under `--library-policy any` the library
     /// may do it all: a warning).
-    fn library_made(&self, checks: Vec<Check>, eval: &mut Evaluation) -> Option<String> {
+    fn library_made(&self, checks: Vec<Check>, eval: &mut Gathered) -> Option<String> {
         let mut made = None;
         for mut check in checks {
             if check.name == LIBRARY_OUTPUT && check.outcome == Outcome::Fail {

@@ -16,13 +16,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::lanes::Gate;
-use crate::record::{Check, Evaluation, Outcome};
+use crate::record::{Check, Outcome};
 use crate::submission::Submission;
 use crate::task::Task;
 use crate::verdict::{Cause, Verdict};
 use crate::worker::request::KernelbenchTrial;
 
 use super::backend::Phase;
+use super::gathered::Gathered;
 use super::load::Workers;
 use super::pair::Pair;
 use super::spawn::Spawner;
@@ -60,7 +61,7 @@ pub(super) fn cut_short(index: u32, cause: &Cause) -> Option<Check> {
 /// Whether KernelBench's verdict needs its own trials: a trial cut short (`NAME` warns), or,
 /// under `--kernelbench-eval` (`asked`), wherever kbench's trials gave KernelBench's verdict (not
 /// after a failed build or load, or a skip).
-fn needed(eval: &Evaluation, asked: bool) -> bool {
+fn needed(eval: &Gathered, asked: bool) -> bool {
     let cut_short = eval
         .checks
         .iter()
@@ -95,7 +96,7 @@ impl<S: Spawner> Alone<'_, S> {
         task: &Task,
         sub: &Submission,
         slot: usize,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
         enter: &dyn Fn(Phase),
     ) {
         if !needed(eval, self.workers.config.kernelbench_eval) {
@@ -132,7 +133,7 @@ impl<S: Spawner> Alone<'_, S> {
         task: &Task,
         sub: &Submission,
         slot: usize,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
     ) -> Found {
         let workers = self.workers;
         let gate = Arc::clone(&self.gate.lock().expect("gate lock"));

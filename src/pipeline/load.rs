@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use serde_json::{Map, Value};
 
 use crate::config::{Config, Device};
-use crate::record::{merge_check, Evaluation};
+use crate::record::merge_check;
 use crate::sandbox::Confinement;
 use crate::submission::Submission;
 use crate::task::{Task, TaskId};
@@ -22,6 +22,7 @@ use crate::verdict::{Cause, ReferenceStep};
 use crate::worker::request::Load;
 use crate::worker::{Link, Reply};
 
+use super::gathered::Gathered;
 use super::pair::{Companion, Pair};
 use super::replies::Loaded;
 use super::reuse::{Kept, Reuse};
@@ -414,19 +415,11 @@ impl<'a, S: Spawner> Workers<'a, S> {
 
 /// What the candidate's load tells the record (its start-up, what it compiled itself, its
 /// checks); the kernels it reports, for the evidence after timing.
-pub(super) fn record(eval: &mut Evaluation, loaded: Loaded) -> Vec<String> {
+pub(super) fn record(eval: &mut Gathered, loaded: Loaded) -> Vec<String> {
     eval.phases.worker_startup_s = loaded.startup_s;
-    slot_compiled(eval, loaded.compiled);
+    eval.slot_compiled(loaded.compiled);
     for check in loaded.checks {
         merge_check(&mut eval.checks, check);
     }
     loaded.kernels
-}
-
-/// What the candidate compiled itself so far (`compiled` in its load and trial replies): a
-/// build the pool missed; empty when the slot only loaded.
-pub(super) fn slot_compiled(eval: &mut Evaluation, compiled: Option<Vec<String>>) {
-    if let (Some(build), Some(names)) = (eval.build.as_mut(), compiled) {
-        build.slot_compiled = Some(names);
-    }
 }

@@ -19,6 +19,7 @@ mod backend;
 mod build;
 mod decide;
 mod evidence;
+mod gathered;
 mod kernelbench;
 mod load;
 mod pair;

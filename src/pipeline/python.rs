@@ -38,6 +38,7 @@ use super::backend::{Backend, Phase};
 use super::build::Builder;
 use super::decide;
 use super::evidence::{Evidence, Judged};
+use super::gathered::Gathered;
 use super::kernelbench::Alone;
 use super::load::{self, Workers};
 use super::pair::Pair;
@@ -130,10 +131,10 @@ impl<'a, S: Spawner> Python<'a, S> {
     }
 }
 
-/// How one evaluation ended: what it recorded, the cause that decides its verdict, and the
-/// host-speed error its timing's label may allow (`evidence`), applied in `annotate`.
+/// How one evaluation ended: what its stages gathered, the cause that decides its verdict, and
+/// the host-speed error its timing's label may allow (`evidence`), applied in `annotate`.
 struct Ended {
-    eval: Evaluation,
+    eval: Gathered,
     cause: Cause,
     host_error: Option<f64>,
 }
@@ -179,16 +180,22 @@ impl<S: Spawner> Backend for Python<'_, S> {
             host_error,
         } = match decide::build_failure(build).or_else(|| self.too_large(task)) {
             Some(cause) => Ended {
-                eval: self.fresh(task, submission, build),
+                eval: Gathered::default(),
                 cause,
                 host_error: None,
             },
-            None => self.attempts(job, build),
+            None => self.attempts(job),
         };
         self.alone_for_kernelbench(task, submission, slot)
             .kernelbench_environment(task, submission, slot, &mut eval, enter);
-        decide::conclude(&mut eval, &cause);
-        eval.seconds = started.elapsed().as_secs_f64();
+        let mut eval = decide::evaluation(
+            (task, submission),
+            Some(build.clone()),
+            self.confinement.label.clone(),
+            eval,
+            &cause,
+            started.elapsed().as_secs_f64(),
+        );
         let facts = self.facts.get(&task.id);
         self.annotations
             .apply(&mut eval, facts, self.config, host_error);
@@ -202,12 +209,10 @@ impl<S: Spawner> Backend for Python<'_, S> {
         build: Option<&Build>,
         cause: &Cause,
     ) -> Evaluation {
-        let mut eval = Evaluation {
-            sandbox: self.confinement.label.clone(),
-            build: build.cloned(),
-            ..decide::early(task, submission)
-        };
-        decide::conclude(&mut eval, cause);
+        let sandbox = self.confinement.label.clone();
+        let gathered = Gathered::default();
+        let sub = (task, submission);
+        let mut eval = decide::evaluation(sub, build.cloned(), sandbox, gathered, cause, 0.0);
         let facts = self.facts.get(&task.id);
         self.annotations.apply(&mut eval, facts, self.config, None);
         eval
@@ -219,15 +224,6 @@ impl<S: Spawner> Backend for Python<'_, S> {
 }
 
 impl<S: Spawner> Python<'_, S> {
-    /// An evaluation of a built submission before any worker ran.
-    fn fresh(&self, task: &Task, submission: &Submission, build: &Build) -> Evaluation {
-        Evaluation {
-            sandbox: self.confinement.label.clone(),
-            build: Some(build.clone()),
-            ..decide::early(task, submission)
-        }
-    }
-
     /// On the CPU, a task that cannot fit the host's memory (`host_memory`): skipped before its
     /// workers start.
     fn too_large(&self, task: &Task) -> Option<Cause> {
@@ -265,9 +261,9 @@ impl<S: Spawner> Python<'_, S> {
 
     /// The workers' evaluation, beside the other lanes or alone; out of GPU memory beside another
     /// lane is not the submission's fault until it runs out alone, so it runs once more alone.
-    fn attempts(&self, job: Job<'_>, build: &Build) -> Ended {
+    fn attempts(&self, job: Job<'_>) -> Ended {
         let attempt = |alone| {
-            let mut eval = self.fresh(job.task, job.sub, build);
+            let mut eval = Gathered::default();
             let (cause, host_error) = match self.run_workers(job, alone, &mut eval) {
                 Ok(judged) => (judged.cause, judged.host_error),
                 Err(cause) => (cause, None),
@@ -299,7 +295,7 @@ impl<S: Spawner> Python<'_, S> {
         &self,
         job: Job<'_>,
         alone: bool,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
     ) -> Result<Judged, Failed> {
         let Job {
             task,
@@ -368,7 +364,7 @@ impl<S: Spawner> Python<'_, S> {
     /// The evaluation's workers end: nothing the candidate could touch serves again until all
     /// of it has ended; then the build folder goes home and the reference is kept or ended
     /// (`Workers::keep`).
-    fn end(&self, job: Job<'_>, pair: Pair<S::Worker>, lent: Option<Lent>, eval: &mut Evaluation) {
+    fn end(&self, job: Job<'_>, pair: Pair<S::Worker>, lent: Option<Lent>, eval: &mut Gathered) {
         let Pair {
             reference,
             candidate,
@@ -396,7 +392,7 @@ impl<S: Spawner> Python<'_, S> {
         pair: &mut Pair<S::Worker>,
         constants: &serde_json::Map<String, serde_json::Value>,
         kernels: Vec<String>,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
     ) -> Result<Judged, Failed> {
         let Job {
             task,
@@ -464,7 +460,7 @@ impl<S: Spawner> Python<'_, S> {
         hold: &mut Hold<'_>,
         handover: &mut Handover<'_, S::Worker>,
         constants: &serde_json::Map<String, serde_json::Value>,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
         enter: &dyn Fn(Phase),
     ) -> Result<Option<String>, Failed> {
         let cfg = self.config;
@@ -503,7 +499,7 @@ impl<S: Spawner> Python<'_, S> {
         &self,
         slot: usize,
         handover: &mut Handover<'_, S::Worker>,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
         single_calls: bool,
     ) -> Result<Timing, Failed> {
         let cfg = self.config;

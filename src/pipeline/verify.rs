@@ -10,15 +10,15 @@ use serde_json::{json, Map, Value};
 
 use crate::config::Config;
 use crate::lanes::Hold;
-use crate::record::{merge_check, Check, Evaluation, Outcome, Trial};
+use crate::record::{merge_check, Check, Outcome, Trial};
 use crate::taskfacts::TaskFacts;
 use crate::timing::Failed;
 use crate::verdict::{Cause, ReferenceStep, Verdict};
 use crate::worker::request::{self, CheckOutputs, Perturb, Ping, Variant};
 use crate::worker::{Link, Reply, Stream};
 
+use super::gathered::Gathered;
 use super::kernelbench::{self, KERNELBENCH_NEVER};
-use super::load::slot_compiled;
 use super::replies::Shipped;
 use super::stage::{ask, Handover};
 
@@ -81,7 +81,7 @@ impl Verifier<'_> {
         &self,
         handover: &mut Handover<'_, W>,
         hold: &mut Hold<'_>,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
         constants: &Map<String, Value>,
     ) -> Result<(), Failed> {
         let pure = self.facts.is_none_or(|f| f.nondeterministic != Some(true));
@@ -117,7 +117,7 @@ impl Verifier<'_> {
         &self,
         handover: &mut Handover<'_, W>,
         hold: &mut Hold<'_>,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
         constants: &Map<String, Value>,
     ) -> Result<(), Failed> {
         let cfg = self.config;
@@ -163,7 +163,7 @@ impl Verifier<'_> {
         &self,
         handover: &mut Handover<'_, W>,
         hold: &mut Hold<'_>,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
         index: &mut u32,
     ) -> Result<(), Failed> {
         const NAME: &str = "params.perturbation";
@@ -230,7 +230,7 @@ impl Verifier<'_> {
         &self,
         handover: &mut Handover<'_, W>,
         hold: &mut Hold<'_>,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
         pure: bool,
     ) -> Result<(), Failed> {
         let mut failed = None;
@@ -297,7 +297,7 @@ impl Verifier<'_> {
     fn perturb_params<W: Link>(
         &self,
         handover: &mut Handover<'_, W>,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
         seed: u64,
     ) -> Result<Option<String>, Failed> {
         const NAME: &str = "params.perturbation";
@@ -360,7 +360,7 @@ impl Verifier<'_> {
     fn variant_trial<W: Link>(
         &self,
         handover: &mut Handover<'_, W>,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
         (check, what): (&str, &str),
         variant: Option<Variant>,
         index: u32,
@@ -417,7 +417,7 @@ impl Verifier<'_> {
     fn shape_perturbation<W: Link>(
         &self,
         handover: &mut Handover<'_, W>,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
         constants: &Map<String, Value>,
         index: u32,
     ) -> Result<(), Failed> {
@@ -494,7 +494,7 @@ impl Verifier<'_> {
         &self,
         handover: &mut Handover<'_, W>,
         plan: &TrialPlan,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
     ) -> Result<(Trial, Option<String>), Failed> {
         let cfg = self.config;
         let (seed, forward_seed) = trial_seeds(cfg.seed, plan.index);
@@ -520,7 +520,7 @@ impl Verifier<'_> {
         let file = format!("trial{}.pt", plan.index);
         let (ran, checked) = handover.exchange(request, check, cfg.timeouts.call, &file)?;
         let checked = checked.unwrap_or_default();
-        slot_compiled(eval, ran.compiled);
+        eval.slot_compiled(ran.compiled);
         for c in ran.checks.into_iter().chain(checked.checks) {
             merge_check(&mut eval.checks, c);
         }
