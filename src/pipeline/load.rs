@@ -1,8 +1,11 @@
-//! Workers for evaluations, and the load: per slot a queue of reference and candidate worker
-//! pairs started ahead of need (`take_pair`, `refill`), a candidate worker alone
-//! (`start_candidate`), and the load of the task in the reference worker and of the submission
-//! in the candidate, at once (or of both in the candidate alone, for KernelBench's eval:
-//! `load_kernelbench`). Sizes the task as the run asks (`sizing`). Runs no trial.
+//! The evaluations' workers (`Workers`), and the load: per slot a queue of reference and
+//! candidate worker pairs started ahead of need (`take_pair`, `refill`), a candidate worker
+//! alone (`start_candidate`), the reference workers kept for a task's next candidates with the
+//! candidate workers started beside them (`take_kept`, `keep`, `top_up`, `arm_next`, as
+//! `reuse`'s bookkeeping says), and the load of the task in the reference worker and of the
+//! submission in the candidate, at once (or of both in the candidate alone, for KernelBench's
+//! eval: `load_kernelbench`). Every worker starts (through the `Launcher`) and ends here. Sizes
+//! the task as the run asks (`sizing`). Runs no trial.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;

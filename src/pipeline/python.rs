@@ -302,7 +302,6 @@ impl<S: Spawner> Python<'_, S> {
             sub,
             slot,
             enter,
-            ..
         } = job;
         // Before the workers: dropped after them, once their GPU memory is freed.
         let gate = self.gate(slot);
@@ -399,7 +398,6 @@ impl<S: Spawner> Python<'_, S> {
             sub,
             slot,
             enter,
-            ..
         } = job;
         let mut transport = stage::first_transport(self.config.device);
         let mut handover = Handover {

@@ -1,15 +1,16 @@
 //! A task's reference worker kept for its next candidate on the same slot (many candidates per
 //! task: best-of-N searches, RL loops). The run says how many evaluations each task has
-//! (`expect`); an evaluation whose task has more to come gives its reference worker back clean
-//! (`keep`), with fresh candidate workers already started beside it (`top_up`), and the next
-//! evaluation of that task on the slot takes it and the oldest of them (`take_kept`). The slot's
-//! next pool pair has its candidate workers started beside it before any task takes it
-//! (`arm_next`), so a task's second candidate, one evaluation after its first, finds one up.
-//! A kept reference loads
-//! the task again for every candidate, so the model, its parameters and every seed-drawn input
-//! are what a fresh worker's would be; what carries over is the process (Python, torch, the
-//! CUDA context). Candidate workers serve one evaluation only. Why this stays sound:
-//! docs/timing.md, "Many candidates per task".
+//! (`expect_work`); an evaluation whose task has more to come gives its reference worker back
+//! clean (`keep`), with fresh candidate workers already started beside it (`Workers::top_up`),
+//! and the next evaluation of that task on the slot takes it and the oldest of them (`take`,
+//! `Workers::take_kept`). The slot's next pool pair has its candidate workers started beside it
+//! before any task takes it (`armed`, `Workers::arm_next`), so a task's second candidate, one
+//! evaluation after its first, finds one up. A kept reference loads the task again for every
+//! candidate, so the model, its parameters and every seed-drawn input are what a fresh
+//! worker's would be; what carries over is the process (Python, torch, the CUDA context).
+//! Candidate workers serve one evaluation only. This file keeps the account (`Reuse`); the
+//! workers start and end in `load` (`Workers`). Why this stays sound: docs/timing.md, "Many
+//! candidates per task".
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
