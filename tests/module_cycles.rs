@@ -128,10 +128,11 @@ fn module_path(rel: &Path) -> Option<Vec<String>> {
         .collect();
     let last = parts.pop()?;
     let stem = last.strip_suffix(".rs")?;
+    let root = parts.is_empty() && matches!(stem, "lib" | "main");
     if stem != "mod" {
         parts.push(stem.to_string());
     }
-    (!parts.is_empty() && !(parts.len() == 1 && matches!(stem, "lib" | "main"))).then_some(parts)
+    (!root && !parts.is_empty()).then_some(parts)
 }
 
 /// The paths a `use` tree names, from the text just after its first `::` (`a::{b, c::D}` ->
