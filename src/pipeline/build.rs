@@ -4,26 +4,32 @@
 //! while its record authenticates under the cache's key (`CacheKey`) and its artifacts hash as
 //! they did when built. Decides no verdict: a failed build is a `Build` status that `decide` maps.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
 use crate::atomic_file;
+use crate::cache_key::CacheKey;
 use crate::compat::Compat;
+use crate::config::Config;
 use crate::error::Error;
 use crate::record::{Build, BuildStatus};
+use crate::sandbox::Confinement;
 use crate::submission::Submission;
-use crate::task::Task;
+use crate::task::{Task, TaskId};
+use crate::taskfacts::TaskFacts;
 use crate::untrusted::{self, Entry};
 use crate::verdict::drifted;
 use crate::worker::request::{Compile, Warm};
 use crate::worker::{ErrorKind, Failure, Link, Reply, Spawn};
 
 use super::replies::Built;
-use super::stage::stage_submission;
-use super::workspace::build_bind;
-use super::{Python, Spawner};
+use super::sizing::sizing;
+use super::spawn::{Launcher, Spawner};
+use super::stage::{log_path, stage_exchange, stage_submission};
+use super::workspace::{build_bind, build_seen};
 
 type WarmReply = Result<Reply<Built>, Failure>;
 
@@ -46,13 +52,32 @@ fn unbuilt(log: String) -> Build {
     }
 }
 
-impl<S: Spawner> Python<'_, S> {
+/// The compile pool's side of the backend: where each submission's build lies (its cache key),
+/// how workers see it, and the build itself.
+pub(super) struct Builder<'a> {
+    pub config: &'a Config,
+    pub confinement: Confinement,
+    /// torch version and GPU architectures: part of every build's cache key.
+    pub build_key: String,
+    /// The key that authenticates the cache's build records.
+    pub cache_key: CacheKey,
+    /// Facts of the tasks, for their size in this run (`sizing`).
+    pub facts: &'a HashMap<TaskId, TaskFacts>,
+}
+
+impl Builder<'_> {
     /// The submission's build: reused from the cache, nothing to build, or imported and warmed
-    /// up by a compile worker (cached when the same source always gives it).
-    pub(super) fn build(&self, task: &Task, submission: &Submission) -> Build {
+    /// up by a compile worker that `launcher` starts (cached when the same source always gives
+    /// it).
+    pub(super) fn build<S: Spawner>(
+        &self,
+        launcher: &Launcher<'_, S>,
+        task: &Task,
+        submission: &Submission,
+    ) -> Build {
         let started = Instant::now();
         let dir = self.build_dir(submission);
-        let (log, log_rel) = self.log_path(submission, "build");
+        let (log, log_rel) = log_path(&self.config.out, submission, "build");
         let cache_note = match self.cached(&dir) {
             Cached::Trusted(mut build) => {
                 build.cache_hit = true;
@@ -78,8 +103,8 @@ impl<S: Spawner> Python<'_, S> {
             build.cache_note = cache_note;
             return build;
         }
-        if let Err(e) =
-            made.and_then(|()| self.compile_in_pool(task, submission, &dir, &log, &mut build))
+        if let Err(e) = made
+            .and_then(|()| self.compile_in_pool(launcher, task, submission, &dir, &log, &mut build))
         {
             build.status = BuildStatus::Crashed;
             build.message = e;
@@ -133,8 +158,9 @@ impl<S: Spawner> Python<'_, S> {
     /// the worker's outcome goes into `build`. A build that failed for known toolchain drift is
     /// tried again with the drift rewritten (`drift_or_own`). Err: the stage could not be
     /// prepared.
-    fn compile_in_pool(
+    fn compile_in_pool<S: Spawner>(
         &self,
+        launcher: &Launcher<'_, S>,
         task: &Task,
         submission: &Submission,
         dir: &Path,
@@ -142,7 +168,7 @@ impl<S: Spawner> Python<'_, S> {
         build: &mut Build,
     ) -> Result<(), String> {
         let rewrite = self.config.staged_rewrite();
-        match self.compile_once(task, submission, (dir, log), rewrite, build)? {
+        match self.compile_once(launcher, task, submission, (dir, log), rewrite, build)? {
             Ok(v) => {
                 build.kernels = v.kernels;
                 build.pool_compiled = v.compiled;
@@ -152,7 +178,8 @@ impl<S: Spawner> Python<'_, S> {
                 build.message = message;
                 let failed = build.status == BuildStatus::Failed;
                 if failed && rewrite.is_none() && drifted(&build.message) {
-                    build.message = self.drift_or_own(task, submission, (dir, log), &build.message);
+                    build.message =
+                        self.drift_or_own(launcher, task, submission, (dir, log), &build.message);
                 }
             }
         }
@@ -161,8 +188,9 @@ impl<S: Spawner> Python<'_, S> {
 
     /// One compile worker on the submission staged with `rewrite`, confined to `dir` (its log
     /// `log`): the worker's reply, or the build's failure. Err: the stage could not be prepared.
-    fn compile_once(
+    fn compile_once<S: Spawner>(
         &self,
+        launcher: &Launcher<'_, S>,
         task: &Task,
         submission: &Submission,
         (dir, log): (&Path, &Path),
@@ -171,15 +199,15 @@ impl<S: Spawner> Python<'_, S> {
     ) -> Result<Result<Built, (BuildStatus, String)>, String> {
         let mut env = self.build_env(dir);
         env.push(("CUDA_VISIBLE_DEVICES".into(), String::new()));
-        let stage = self.stage_exchange()?;
+        let stage = stage_exchange(&self.confinement)?;
         let (staged, rewrites) = stage_submission(submission, &stage.stage(), rewrite)?;
         build.compat = rewrites;
         let request = self.compile_request(task, staged);
-        let spec = self.spec("compile", log, env);
+        let spec = launcher.spec("compile", log, env);
         let spec = self
             .confinement
             .wrap(&spec, &[build_bind(dir)], Some(stage.dir.path()));
-        Ok(self.import_and_warm(&spec, request, build))
+        Ok(self.import_and_warm(launcher, &spec, request, build))
     }
 
     /// A build that failed for known toolchain drift (`message`, `environment: ...`) built once
@@ -188,8 +216,9 @@ impl<S: Spawner> Python<'_, S> {
     /// message to keep: the drift's, saying that `--compat` builds it; or, where the rewritten
     /// source fails too, that failure, the kernel's own (no longer `environment`: it would fail
     /// on any torch). Where the second build could not be tried, the drift's as it was.
-    fn drift_or_own(
+    fn drift_or_own<S: Spawner>(
         &self,
+        launcher: &Launcher<'_, S>,
         task: &Task,
         submission: &Submission,
         (dir, log): (&Path, &Path),
@@ -204,7 +233,14 @@ impl<S: Spawner> Python<'_, S> {
             .and_then(|()| self.confinement.give(&scratch).map_err(|e| e.to_string()))
             .and_then(|()| {
                 let rewrite = Some(&self.config.rewrite);
-                self.compile_once(task, submission, (&scratch, &log), rewrite, &mut second)
+                self.compile_once(
+                    launcher,
+                    task,
+                    submission,
+                    (&scratch, &log),
+                    rewrite,
+                    &mut second,
+                )
             });
         let _ = std::fs::remove_dir_all(&scratch);
         let (drift, rest) = message.split_once("; ").unwrap_or((message, ""));
@@ -256,7 +292,7 @@ impl<S: Spawner> Python<'_, S> {
     /// the import's reply and is noted.
     fn warm(
         &self,
-        w: &mut S::Worker,
+        w: &mut impl Link,
         request: Compile,
         imported: Built,
         build: &mut Build,
@@ -283,13 +319,16 @@ impl<S: Spawner> Python<'_, S> {
 
     /// Run a compile worker (`spec`): import the submission (`request`), then warm it up where
     /// it defined ModelNew. The worker's reply, or the build's failure.
-    fn import_and_warm(
+    fn import_and_warm<S: Spawner>(
         &self,
+        launcher: &Launcher<'_, S>,
         spec: &Spawn,
         request: Compile,
         build: &mut Build,
     ) -> Result<Built, (BuildStatus, String)> {
-        let mut w = self.start(spec).map_err(|e| (BuildStatus::Crashed, e))?;
+        let mut w = launcher
+            .start(spec)
+            .map_err(|e| (BuildStatus::Crashed, e))?;
         let reply = w.request(request.clone(), self.config.timeouts.compile);
         let reply = match reply {
             Ok(Reply::Ok(v)) if v.has_model_new => self.warm(&mut w, request, v, build),
@@ -330,7 +369,7 @@ impl<S: Spawner> Python<'_, S> {
     /// Environment shared by the compile and candidate workers: the build folder `dir`, where
     /// they see it.
     pub(super) fn build_env(&self, dir: &Path) -> Vec<(String, String)> {
-        let dir = self.build_seen(dir);
+        let dir = build_seen(&self.confinement, dir);
         vec![
             (
                 "TORCH_EXTENSIONS_DIR".into(),
@@ -349,7 +388,7 @@ impl<S: Spawner> Python<'_, S> {
 
     /// A compile request for the submission staged at `staged`, of the task as the run sizes it.
     fn compile_request(&self, task: &Task, staged: PathBuf) -> Compile {
-        let (scale, set) = self.sizing(task);
+        let (scale, set) = sizing(self.config, self.facts.get(&task.id));
         Compile {
             task: task.path.clone(),
             scale,

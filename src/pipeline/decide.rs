@@ -1,41 +1,72 @@
-//! The mapping to the final `Evaluation`'s verdict and reason: a build that failed is its cause;
-//! otherwise the cause an evaluation ended with (a breach of the module contract before timing
-//! outranks what timing met: `after_breach`), decided by `verdict::Cause::decide` (the only map
-//! to a verdict). Runs no worker and reads no file.
+//! The final `Evaluation`, made once from what the stages gathered, with its verdict and
+//! reason: a build that failed is its cause; otherwise the cause an evaluation ended with (a
+//! breach of the module contract before timing outranks what timing met: `after_breach`),
+//! decided by `verdict::Cause::decide` (the only map to a verdict). Runs no worker and reads no
+//! file.
 
-use crate::record::{Build, BuildStatus, Check, Evaluation, Outcome, Phases};
+use crate::record::{Build, BuildStatus, Check, Evaluation, Outcome};
 use crate::submission::Submission;
 use crate::task::Task;
-use crate::verdict::{Cause, Verdict};
+use crate::verdict::Cause;
 
 use super::evidence::Judged;
+use super::gathered::Gathered;
 
 /// The longest reason a report shows; the whole message stays in the worker's log.
 const REASON_CHARS: usize = 400;
 
-/// An evaluation before anything ran: `pass` with no reason until `conclude` decides it.
-pub(super) fn early(task: &Task, submission: &Submission) -> Evaluation {
+/// The evaluation of `submission` to `task`, made once at its end: what its stages gathered
+/// (`gathered`), its `build` where it got that far, the sandbox's label, the seconds it took,
+/// and the verdict and reason `cause` decides. What the run adds from outside the workers
+/// (`annotate`) comes after.
+pub(super) fn evaluation(
+    (task, submission): (&Task, &Submission),
+    build: Option<Build>,
+    sandbox: String,
+    gathered: Gathered,
+    cause: &Cause,
+    seconds: f64,
+) -> Evaluation {
+    let (verdict, reason) = cause.decide();
+    let Gathered {
+        logs,
+        trials,
+        kernelbench_correct,
+        kernelbench_needed,
+        checks,
+        timing,
+        profile,
+        phases,
+        slot_compiled,
+    } = gathered;
+    let build = build.map(|build| match slot_compiled {
+        Some(names) => Build {
+            slot_compiled: Some(names),
+            ..build
+        },
+        None => build,
+    });
     Evaluation {
         task: task.id,
         task_name: task.name.clone(),
         file: submission.file.clone(),
         sample: submission.sample,
         sha256: submission.sha256.clone(),
-        verdict: Verdict::Pass,
-        reason: String::new(),
-        build: None,
+        verdict,
+        reason: one_line(&reason),
+        build,
         findings: Vec::new(),
-        trials: Vec::new(),
-        kernelbench_correct: None,
-        kernelbench_needed: None,
-        checks: Vec::new(),
+        trials,
+        kernelbench_correct,
+        kernelbench_needed,
+        checks,
         task_flags: Vec::new(),
-        timing: None,
-        profile: None,
-        logs: Vec::new(),
-        phases: Phases::default(),
-        seconds: 0.0,
-        sandbox: String::new(),
+        timing,
+        profile,
+        logs,
+        phases,
+        seconds,
+        sandbox,
     }
 }
 
@@ -48,13 +79,6 @@ pub(super) fn build_failure(build: &Build) -> Option<Cause> {
         BuildStatus::Crashed => Some(Cause::BuildCrashed(build.message.clone())),
         BuildStatus::Ok | BuildStatus::ImportFailed => None,
     }
-}
-
-/// The verdict and the reason `cause` decides, written into `eval`.
-pub(super) fn conclude(eval: &mut Evaluation, cause: &Cause) {
-    let (verdict, reason) = cause.decide();
-    eval.verdict = verdict;
-    eval.reason = one_line(&reason);
 }
 
 /// What decides an evaluation that breached the module contract with its values right (`why`,

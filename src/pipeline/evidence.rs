@@ -7,18 +7,17 @@
 
 use std::path::Path;
 
-use crate::config::LibraryPolicy;
-use crate::record::{merge_check, Check, Evaluation, Outcome, Timing};
+use crate::config::{Config, LibraryPolicy};
+use crate::record::{merge_check, Check, Outcome, Timing};
 use crate::reference_ops::{self, Profiles};
-use crate::submission::Submission;
 use crate::task::Task;
 use crate::timing::{self, Failed};
 use crate::verdict::{Cause, KernelEvidence};
 use crate::worker::request::{Profile, State};
 use crate::worker::{Link, Stream};
 
+use super::gathered::Gathered;
 use super::stage::ask;
-use super::{Python, Spawner};
 
 /// Above this share of GPU time in library kernels a submission is `no_kernel` where the
 /// `--library-policy` applies a limit.
@@ -36,20 +35,26 @@ pub(super) struct Judged {
     pub host_error: Option<f64>,
 }
 
-impl<S: Spawner> Python<'_, S> {
+/// What the profiled call's judgement takes from the run: its settings.
+pub(super) struct Evidence<'a> {
+    pub config: &'a Config,
+}
+
+impl Evidence<'_> {
     /// After timing: the candidate's checks (`State`), one profiled call (`profile.library_share`
     /// last, since profiling leaves state behind in the process it ran in), on a GPU the
     /// reference's profiled call too (`profile.reference_ops`; both recorded in
     /// `Evaluation::profile`), whether the reported kernels ran (`kernels.mapped`), and the
-    /// kernels' evidence that decides the verdict. Ends neither worker.
-    pub(super) fn judge_profiled(
+    /// kernels' evidence that decides the verdict. `seen` is where the worker sees the
+    /// submission's build folder. Ends neither worker.
+    pub(super) fn judge_profiled<W: Link>(
         &self,
         task: &Task,
-        sub: &Submission,
-        reference: &mut S::Worker,
-        candidate: &mut S::Worker,
+        seen: &Path,
+        reference: &mut W,
+        candidate: &mut W,
         kernels: Vec<String>,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
     ) -> Result<Judged, Failed> {
         let cfg = self.config;
         // The candidate's state checks, outside every timed request (the wall envelope compares
@@ -85,11 +90,7 @@ impl<S: Spawner> Python<'_, S> {
             merge_check(&mut eval.checks, reference_ops_check(ops));
         }
         let kernels = profiled.kernels.unwrap_or(kernels);
-        let mapped = mapped_kernel_check(
-            &kernels,
-            candidate.python_pid(),
-            &self.build_seen(&self.build_dir(sub)),
-        );
+        let mapped = mapped_kernel_check(&kernels, candidate.python_pid(), seen);
         let evidence = KernelEvidence {
             kernels,
             build_failures: profiled.build_failures,
@@ -120,7 +121,7 @@ impl<S: Spawner> Python<'_, S> {
     /// The profiled call's checks into `eval`; returns `profile.library_output`'s evidence where
     /// it failed and the library policy sets a limit (under `--library-policy any` the library
     /// may do it all: a warning).
-    fn library_made(&self, checks: Vec<Check>, eval: &mut Evaluation) -> Option<String> {
+    fn library_made(&self, checks: Vec<Check>, eval: &mut Gathered) -> Option<String> {
         let mut made = None;
         for mut check in checks {
             if check.name == LIBRARY_OUTPUT && check.outcome == Outcome::Fail {

@@ -11,17 +11,24 @@
 //! upstream's eval costs (inputs and weights made on the CPU: a minute on tasks with large
 //! inputs), so it is asked for, not run by default. kbench's verdict is not touched.
 
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::record::{Check, Evaluation, Outcome};
+use crate::lanes::Gate;
+use crate::record::{Check, Outcome};
 use crate::submission::Submission;
 use crate::task::Task;
 use crate::verdict::{Cause, Verdict};
 use crate::worker::request::KernelbenchTrial;
 
-use super::load::Pair;
-use super::stage::ask;
-use super::{Phase, Python, Spawner};
+use super::backend::Phase;
+use super::gathered::Gathered;
+use super::load::Workers;
+use super::pair::Pair;
+use super::spawn::Spawner;
+use super::stage::{ask, log_path};
+use super::workspace::lend;
 
 /// `Evaluation::kernelbench_needed` where no tolerance of KernelBench's versions passes (the
 /// worker's `kernelbench.NEVER`).
@@ -54,7 +61,7 @@ pub(super) fn cut_short(index: u32, cause: &Cause) -> Option<Check> {
 /// Whether KernelBench's verdict needs its own trials: a trial cut short (`NAME` warns), or,
 /// under `--kernelbench-eval` (`asked`), wherever kbench's trials gave KernelBench's verdict (not
 /// after a failed build or load, or a skip).
-fn needed(eval: &Evaluation, asked: bool) -> bool {
+fn needed(eval: &Gathered, asked: bool) -> bool {
     let cut_short = eval
         .checks
         .iter()
@@ -69,7 +76,18 @@ struct Found {
     evidence: String,
 }
 
-impl<S: Spawner> Python<'_, S> {
+/// What KernelBench's trials alone take from the evaluator: its workers, the slot's gate and
+/// whether the task takes the GPU alone, and the submission's build folder (`home`, lent to
+/// the candidate) with its workers' environment (`env`).
+pub(super) struct Alone<'w, S: Spawner> {
+    pub workers: &'w Workers<'w, S>,
+    pub gate: &'w Mutex<Arc<Gate>>,
+    pub alone: bool,
+    pub home: PathBuf,
+    pub env: Vec<(String, String)>,
+}
+
+impl<S: Spawner> Alone<'_, S> {
     /// Where `needed`, KernelBench's trials as its eval runs them, by a fresh candidate worker
     /// after the evaluation's own: `kernelbench_correct` and `kernelbench_needed` come from
     /// them, the check `NAME` says so.
@@ -78,10 +96,10 @@ impl<S: Spawner> Python<'_, S> {
         task: &Task,
         sub: &Submission,
         slot: usize,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
         enter: &dyn Fn(Phase),
     ) {
-        if !needed(eval, self.config.kernelbench_eval) {
+        if !needed(eval, self.workers.config.kernelbench_eval) {
             return;
         }
         enter(Phase::Kernelbench);
@@ -115,20 +133,21 @@ impl<S: Spawner> Python<'_, S> {
         task: &Task,
         sub: &Submission,
         slot: usize,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
     ) -> Found {
-        let gate = self.gate(slot);
-        let _hold = gate.enter(self.alone(task));
-        let pair = match self.take_pair(slot) {
+        let workers = self.workers;
+        let gate = Arc::clone(&self.gate.lock().expect("gate lock"));
+        let _hold = gate.enter(self.alone);
+        let pair = match workers.take_pair(slot) {
             Ok(pair) => pair,
             Err(e) => return ended(Cause::Unready(e)),
         };
-        let lent = match self.lend(sub, pair.workspace) {
+        let lent = match lend(&workers.confinement, self.home.clone(), pair.workspace) {
             Ok(lent) => lent,
             Err(e) => return ended(Cause::Unready(e)),
         };
         let stage = match &lent {
-            Some(lent) => lent.stage(self),
+            Some(lent) => lent.stage(&workers.confinement),
             None => Ok(pair.exchange.stage()),
         };
         let Pair {
@@ -140,12 +159,13 @@ impl<S: Spawner> Python<'_, S> {
         } = pair;
         let _ = S::finish(reference);
         let _ = std::fs::remove_file(reference_log);
-        let (log, rel) = self.log_path(sub, "kernelbench-candidate");
+        let (log, rel) = log_path(&workers.config.out, sub, "kernelbench-candidate");
         let _ = std::fs::rename(candidate_log, log);
         eval.logs.push(rel);
-        let loaded = stage
-            .map_err(Cause::Unready)
-            .and_then(|stage| self.load_kernelbench(task, sub, slot, &mut candidate, &stage));
+        let loaded = stage.map_err(Cause::Unready).and_then(|stage| {
+            let stage = (&stage, &self.env[..]);
+            workers.load_kernelbench((task, sub), slot, &mut candidate, stage)
+        });
         let found = match loaded {
             Ok(()) => self.kernelbench_trials_alone(&mut candidate),
             Err(cause) => ended(cause),
@@ -159,7 +179,7 @@ impl<S: Spawner> Python<'_, S> {
     /// The run's `--trials` trials; past the first that no tolerance of KernelBench's passes
     /// they stop (what KernelBench's eval does after a failed trial cannot change its verdict).
     fn kernelbench_trials_alone(&self, candidate: &mut S::Worker) -> Found {
-        let cfg = self.config;
+        let cfg = self.workers.config;
         let tolerance = cfg.kernelbench_tolerance;
         let (mut correct, mut needed, mut first_miss) = (true, 0.0_f64, None);
         for index in 0..cfg.trials {

@@ -1,53 +1,106 @@
-//! Workers for evaluations, and the load: per slot a queue of reference and candidate worker
-//! pairs started ahead of need (`take_pair`, `refill`), a candidate worker alone
-//! (`start_candidate`), and the load of the task in the reference worker and of the submission
-//! in the candidate, at once (or of both in the candidate alone, for KernelBench's eval:
-//! `load_kernelbench`). Sizes the task as the run asks (`sizing`). Runs no trial.
+//! The evaluations' workers (`Workers`), and the load: per slot a queue of reference and
+//! candidate worker pairs started ahead of need (`take_pair`, `refill`), a candidate worker
+//! alone (`start_candidate`), the reference workers kept for a task's next candidates with the
+//! candidate workers started beside them (`take_kept`, `keep`, `top_up`, `arm_next`, as
+//! `reuse`'s bookkeeping says), and the load of the task in the reference worker and of the
+//! submission in the candidate, at once (or of both in the candidate alone, for KernelBench's
+//! eval: `load_kernelbench`). Every worker starts (through the `Launcher`) and ends here. Sizes
+//! the task as the run asks (`sizing`). Runs no trial.
 
-use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use serde_json::{Map, Value};
 
-use crate::config::Device;
-use crate::record::{merge_check, Evaluation};
+use crate::config::{Config, Device};
+use crate::record::merge_check;
+use crate::sandbox::Confinement;
 use crate::submission::Submission;
-use crate::task::Task;
+use crate::task::{Task, TaskId};
+use crate::taskfacts::TaskFacts;
 use crate::timing::Failed;
 use crate::verdict::{Cause, ReferenceStep};
 use crate::worker::request::Load;
-use crate::worker::{Link, Reply, Spawn};
+use crate::worker::{Link, Reply};
 
+use super::gathered::Gathered;
+use super::pair::{Companion, Pair};
 use super::replies::Loaded;
-use super::stage::{ask, stage_submission, Exchange, Stage};
-use super::workspace::Workspace;
-use super::{Python, Spawner};
+use super::reuse::{Kept, Reuse};
+use super::sizing::sizing;
+use super::spawn::{Launcher, Spawner};
+use super::stage::{ask, exchange, stage_submission, Exchange, Stage};
+use super::workspace::{workspace, Workspace};
 
-/// A reference and a candidate worker and the logs they write until an evaluation claims them.
-pub(super) struct Pair<W> {
-    pub reference: W,
-    pub candidate: W,
-    pub logs: [PathBuf; 2],
-    pub exchange: Exchange,
-    /// The candidate's workspace, where the evaluation lends its build (`lend`); none when
-    /// unconfined.
-    pub workspace: Option<Workspace>,
-    /// The reference served an earlier candidate of the task (`reuse`).
-    pub reused: bool,
-    /// Candidate workers started beside the reference for the task's later candidates
-    /// (`reuse`); none in a fresh pair.
-    pub companions: VecDeque<Companion<W>>,
+/// The evaluations' workers: per slot a pool of pairs started ahead of need, the reference
+/// workers kept for their tasks' next candidates (`Reuse`), and the loads. Every worker is
+/// started and ended here.
+pub(super) struct Workers<'a, S: Spawner> {
+    pub config: &'a Config,
+    pub launcher: Launcher<'a, S>,
+    /// How the candidate workers are confined (`--sandbox`).
+    pub confinement: Confinement,
+    /// Per slot, reference and candidate workers started ahead of need (Python, torch and the
+    /// CUDA context take seconds), each candidate worker used for one evaluation only.
+    ready: Vec<Mutex<VecDeque<Pair<S::Worker>>>>,
+    /// Reference workers kept for their tasks' next candidates, and what decides it (`reuse`).
+    pub reuse: Reuse<S::Worker>,
+    /// The run's evaluations not yet started, as `expect` counted them: the pool starts no pair
+    /// that none would take (`refill`). None where never told (a service's come as they come).
+    to_start: Mutex<Option<usize>>,
+    started: AtomicUsize,
+    /// Facts of the tasks (input-only constants, degenerate flags), where they could be derived.
+    facts: &'a HashMap<TaskId, TaskFacts>,
 }
 
-/// A candidate worker started for a later evaluation, with its log and workspace.
-pub(super) struct Companion<W> {
-    pub worker: W,
-    pub log: PathBuf,
-    pub workspace: Option<Workspace>,
-}
+impl<'a, S: Spawner> Workers<'a, S> {
+    /// No worker started yet; a task's reference worker serves its next candidates where
+    /// `reuse` (only when candidates run confined).
+    pub(super) fn new(
+        launcher: Launcher<'a, S>,
+        confinement: Confinement,
+        facts: &'a HashMap<TaskId, TaskFacts>,
+        reuse: bool,
+    ) -> Self {
+        let config = launcher.config;
+        Workers {
+            config,
+            launcher,
+            confinement,
+            ready: (0..config.slots())
+                .map(|_| Mutex::new(VecDeque::new()))
+                .collect(),
+            reuse: Reuse::new(reuse, config.slots()),
+            to_start: Mutex::default(),
+            started: AtomicUsize::new(0),
+            facts,
+        }
+    }
 
-impl<S: Spawner> Python<'_, S> {
+    /// The run's evaluations, before any starts: the pools start the pairs they will take.
+    pub(super) fn expect(&self, work: &[(Task, Submission)]) {
+        self.reuse.expect_work(work);
+        *self.to_start.lock().expect("pool lock") = Some(work.len());
+        if !work.is_empty() {
+            (0..self.config.slots()).for_each(|slot| self.refill(slot));
+        }
+    }
+
+    /// One evaluation of `task` starts: one fewer to come.
+    pub(super) fn starting(&self, task: &Task) {
+        if let Some(left) = self.to_start.lock().expect("pool lock").as_mut() {
+            *left = left.saturating_sub(1);
+        }
+        self.reuse.starting(task);
+    }
+
+    /// Whether the reference keeps its outputs for the task's other candidates (`Reuse::memo`).
+    pub(super) fn memo(&self, task: &Task, reused: bool) -> bool {
+        self.reuse.memo(task, reused, self.facts.get(&task.id))
+    }
+
     /// The environment that shows a worker of `slot` its GPU. GPU indices are NVML's (PCI bus
     /// order), so telemetry reads the GPU the worker uses.
     fn device_env(&self, slot: usize) -> Vec<(String, String)> {
@@ -70,10 +123,12 @@ impl<S: Spawner> Python<'_, S> {
     /// Start a reference and a candidate worker for `slot`, logging to provisional files.
     fn start_pair(&self, slot: usize) -> Result<Pair<S::Worker>, String> {
         let log = self.provisional_log("reference");
-        let exchange = self.exchange()?;
+        let exchange = exchange(&self.confinement)?;
         let shared = exchange.dir.path();
-        let reference = self.spec("reference", &log, self.device_env(slot));
-        let reference = self.start(&self.confinement.beside(&reference, shared))?;
+        let reference = self.launcher.spec("reference", &log, self.device_env(slot));
+        let reference = self
+            .launcher
+            .start(&self.confinement.beside(&reference, shared))?;
         let candidate = self.start_candidate(slot, &exchange)?;
         Ok(Pair {
             reference,
@@ -94,14 +149,14 @@ impl<S: Spawner> Python<'_, S> {
         exchange: &Exchange,
     ) -> Result<Companion<S::Worker>, String> {
         let log = self.provisional_log("candidate");
-        let workspace = self.workspace()?;
+        let workspace = workspace(&self.config.cache, &self.confinement)?;
         let writable: Vec<_> = workspace.iter().map(Workspace::bind).collect();
-        let spec = self.spec("candidate", &log, self.device_env(slot));
+        let spec = self.launcher.spec("candidate", &log, self.device_env(slot));
         let wrapped = self
             .confinement
             .wrap(&spec, &writable, Some(exchange.dir.path()));
         Ok(Companion {
-            worker: self.start(&wrapped)?,
+            worker: self.launcher.start(&wrapped)?,
             log,
             workspace,
         })
@@ -149,47 +204,10 @@ impl<S: Spawner> Python<'_, S> {
         }
     }
 
-    /// How to start a worker of `role`, before confinement (`Confinement::wrap`, `beside`).
-    pub(super) fn spec(&self, role: &str, log: &Path, env: Vec<(String, String)>) -> Spawn {
-        let mut spec = Spawn::role(
-            &self.config.python,
-            &self.worker_path,
-            role,
-            log.to_path_buf(),
-            self.config.out.clone(),
-        );
-        spec.env.extend(env);
-        spec
-    }
-
-    pub(super) fn start(&self, spec: &Spawn) -> Result<S::Worker, String> {
-        self.spawner
-            .spawn(spec)
-            .map_err(|e| format!("start a worker with {}: {e}", self.config.python))
-    }
-
-    /// The task's size in this run: `--scale` and `--set`, except that in a tree without a
-    /// `scale.toml` the small size derived in the task's facts stands in for `--scale small`
-    /// (`--set` still wins).
-    pub(super) fn sizing(&self, task: &Task) -> (Option<String>, Map<String, Value>) {
-        let cfg = self.config;
-        match self.facts.get(&task.id) {
-            Some(f)
-                if cfg.scale.as_deref() == Some("small")
-                    && f.small_size.as_deref() == Some("derived") =>
-            {
-                let mut set = f.small_overrides.clone();
-                set.extend(cfg.sets.clone());
-                (None, set)
-            }
-            _ => (cfg.scale.clone(), cfg.sets.clone()),
-        }
-    }
-
     /// A load request for the task, as the run sizes and judges it (the reference's: no submission).
     fn load_request(&self, task: &Task) -> Load {
         let cfg = self.config;
-        let (scale, set) = self.sizing(task);
+        let (scale, set) = sizing(cfg, self.facts.get(&task.id));
         Load {
             task: task.path.clone(),
             scale,
@@ -206,27 +224,33 @@ impl<S: Spawner> Python<'_, S> {
     }
 
     /// The candidate's load request: the task, and the submission staged in `stage` with its
-    /// build environment.
-    fn candidate_load(&self, task: &Task, sub: &Submission, stage: &Stage) -> Result<Load, Failed> {
+    /// build environment `env`.
+    fn candidate_load(
+        &self,
+        task: &Task,
+        sub: &Submission,
+        stage: &Stage,
+        env: &[(String, String)],
+    ) -> Result<Load, Failed> {
         let staged =
             stage_submission(sub, stage, self.config.staged_rewrite()).map_err(Cause::Unready)?;
         Ok(Load {
             submission: Some(staged.0),
-            env: Some(self.build_env(&self.build_dir(sub)).into_iter().collect()),
+            env: Some(env.iter().cloned().collect()),
             ..self.load_request(task)
         })
     }
 
     /// Load the task in the reference worker (keeping its outputs for the task's other
     /// candidates where `memo`) and the submission in the candidate, at once; the reference's
-    /// failure decides first (it is not the submission's fault). Returns the task's constants
-    /// and the candidate's reply.
+    /// failure decides first (it is not the submission's fault). The submission's build
+    /// environment is `env`. Returns the task's constants and the candidate's reply.
     pub(super) fn load(
         &self,
         (task, sub): (&Task, &Submission),
         slot: usize,
         (reference, candidate): (&mut S::Worker, &mut S::Worker),
-        stage: &Stage,
+        (stage, env): (&Stage, &[(String, String)]),
         memo: bool,
     ) -> Result<(Map<String, Value>, Loaded), Failed> {
         let cfg = self.config;
@@ -234,7 +258,7 @@ impl<S: Spawner> Python<'_, S> {
             memo,
             ..self.load_request(task)
         };
-        let cand_load = self.candidate_load(task, sub, stage)?;
+        let cand_load = self.candidate_load(task, sub, stage, env)?;
         let loads = std::thread::scope(|s| {
             let r = s.spawn(|| reference.request(load, cfg.timeouts.load));
             let c = candidate.request(cand_load, cfg.timeouts.load + cfg.timeouts.compile);
@@ -254,41 +278,151 @@ impl<S: Spawner> Python<'_, S> {
     }
 
     /// Load the task and the submission in `candidate` as KernelBench's eval loads them, for
-    /// its trials alone (`kernelbench.environment`); no reference worker takes part.
+    /// its trials alone (`kernelbench.environment`); no reference worker takes part. The
+    /// submission's build environment is `env`.
     pub(super) fn load_kernelbench(
         &self,
-        task: &Task,
-        sub: &Submission,
+        (task, sub): (&Task, &Submission),
         slot: usize,
         candidate: &mut S::Worker,
-        stage: &Stage,
+        (stage, env): (&Stage, &[(String, String)]),
     ) -> Result<(), Failed> {
         let cfg = self.config;
         let load = Load {
             kernelbench: true,
-            ..self.candidate_load(task, sub, stage)?
+            ..self.candidate_load(task, sub, stage, env)?
         };
         let loaded = ask(candidate, load, cfg.timeouts.load + cfg.timeouts.compile);
         self.refill(slot);
         loaded.map(|_| ())
     }
+
+    /// The slot's kept reference for `task`, as a pair with a fresh candidate worker beside it
+    /// (the oldest companion, else one started now) and the other companions, its exchange
+    /// emptied of what earlier candidates left there. Before that, the slot's other kept
+    /// references beyond what its other lanes may still use (one each), and those whose task
+    /// has no evaluation to come, are ended: they hold GPU memory.
+    pub(super) fn take_kept(&self, task: &Task, slot: usize) -> Option<Pair<S::Worker>> {
+        let (mine, retired) = self.reuse.take(task, slot, self.config.lanes);
+        retired.into_iter().for_each(|k| self.end_kept(k));
+        let mine = mine?;
+        if mine.exchange.clear().is_err() {
+            self.end_kept(mine);
+            return None;
+        }
+        let Kept {
+            reference,
+            log,
+            exchange,
+            mut companions,
+            ..
+        } = mine;
+        let first = match companions.pop_front() {
+            Some(c) => c,
+            None => match self.start_candidate(slot, &exchange) {
+                Ok(c) => c,
+                Err(_) => {
+                    let _ = S::finish(reference);
+                    return None;
+                }
+            },
+        };
+        Some(Pair {
+            reference,
+            candidate: first.worker,
+            logs: [log, first.log],
+            exchange,
+            workspace: first.workspace,
+            reused: true,
+            companions,
+        })
+    }
+
+    /// After an evaluation: keep its reference worker (with the `companions` started beside it)
+    /// for the task's next candidate on the slot where `Reuse::keep` keeps it (`gone`: every
+    /// process of the candidate is known to have ended); else end them all.
+    pub(super) fn keep(
+        &self,
+        task: &Task,
+        slot: usize,
+        (reference, log, exchange): (S::Worker, PathBuf, Exchange),
+        companions: VecDeque<Companion<S::Worker>>,
+        gone: bool,
+    ) {
+        let kept = Kept {
+            task: task.path.clone(),
+            reference,
+            log,
+            exchange,
+            companions,
+        };
+        if let Some(unkept) = self.reuse.keep(kept, slot, gone) {
+            self.end_kept(unkept);
+        }
+    }
+
+    /// Start candidate workers beside the reference that `exchange` belongs to, while this
+    /// evaluation runs (start-up takes seconds), until `companions` holds one for each of the
+    /// task's evaluations still to start, at most as many as `ahead` allows.
+    pub(super) fn top_up(
+        &self,
+        task: &Task,
+        slot: usize,
+        exchange: &Exchange,
+        companions: &mut VecDeque<Companion<S::Worker>>,
+    ) {
+        let left = self.reuse.left(task);
+        while companions.len() < left.min(self.ahead()) {
+            match self.start_candidate(slot, exchange) {
+                Ok(c) => companions.push_back(c),
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Start candidate workers beside the slot's next pool pair (the one `take_pair` gives out
+    /// next), as many as `Reuse::armed` says: the task that takes that pair has its second
+    /// candidate one evaluation (~3 s) after its first, before a worker started then is up
+    /// (~8 s).
+    pub(super) fn arm_next(&self, slot: usize) {
+        let want = self.reuse.armed(self.ahead());
+        let mut ready = self.ready[slot].lock().expect("worker pool lock");
+        let Some(next) = ready.front_mut() else {
+            return;
+        };
+        while next.companions.len() < want {
+            match self.start_candidate(slot, &next.exchange) {
+                Ok(c) => next.companions.push_back(c),
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// How many candidate workers wait beside a kept reference: as many as the slot's pool
+    /// holds pairs on a GPU (`refill`), where start-up (~8 s) outlasts a short evaluation
+    /// (~3 s); two on a CPU, the processes of the one pair its pool holds.
+    fn ahead(&self) -> usize {
+        match self.config.device {
+            Device::Cuda => self.pairs_ahead(),
+            Device::Cpu => 2,
+        }
+    }
+
+    fn end_kept(&self, kept: Kept<S::Worker>) {
+        let _ = S::finish(kept.reference);
+        kept.companions.into_iter().for_each(|c| {
+            let _ = S::finish(c.worker);
+        });
+    }
 }
 
 /// What the candidate's load tells the record (its start-up, what it compiled itself, its
 /// checks); the kernels it reports, for the evidence after timing.
-pub(super) fn record(eval: &mut Evaluation, loaded: Loaded) -> Vec<String> {
+pub(super) fn record(eval: &mut Gathered, loaded: Loaded) -> Vec<String> {
     eval.phases.worker_startup_s = loaded.startup_s;
-    slot_compiled(eval, loaded.compiled);
+    eval.slot_compiled(loaded.compiled);
     for check in loaded.checks {
         merge_check(&mut eval.checks, check);
     }
     loaded.kernels
-}
-
-/// What the candidate compiled itself so far (`compiled` in its load and trial replies): a
-/// build the pool missed; empty when the slot only loaded.
-pub(super) fn slot_compiled(eval: &mut Evaluation, compiled: Option<Vec<String>>) {
-    if let (Some(build), Some(names)) = (eval.build.as_mut(), compiled) {
-        build.slot_compiled = Some(names);
-    }
 }

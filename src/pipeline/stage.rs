@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use crate::compat::Compat;
 use crate::config::Device;
 use crate::record::{Check, Outcome};
+use crate::sandbox::Confinement;
 use crate::submission::Submission;
 use crate::timing::Failed;
 use crate::verdict::{Cause, ReferenceStep};
@@ -19,7 +20,6 @@ use crate::worker::request::{CheckOutputs, Command};
 use crate::worker::{ErrorKind, Link, Reply};
 
 use super::replies::{Checked, Shipped};
-use super::{Python, Spawner};
 
 /// The folder an evaluation's two workers share, the only host folder the candidate may write:
 /// its outputs handed over as files, and its copy of the submission.
@@ -71,69 +71,67 @@ pub(super) struct Stage {
     pub seen: PathBuf,
 }
 
-impl<S: Spawner> Python<'_, S> {
-    /// A folder on tmpfs that confined workers may write (their uid owns it), removed when
-    /// dropped.
-    pub(super) fn exchange(&self) -> Result<Exchange, String> {
-        self.new_exchange(|dir| self.confinement.give(dir))
-    }
+/// A folder on tmpfs that confined workers may write (their uid owns it), removed when
+/// dropped.
+pub(super) fn exchange(confinement: &Confinement) -> Result<Exchange, String> {
+    new_exchange(confinement, |dir| confinement.give(dir))
+}
 
-    /// An exchange that is kbench's and sticky (`Confinement::stage_folder`): a compile worker's,
-    /// which writes there (its /dev/shm) but cannot replace the copy staged in it.
-    pub(super) fn stage_exchange(&self) -> Result<Exchange, String> {
-        self.new_exchange(|dir| self.confinement.stage_folder(dir))
-    }
+/// An exchange that is kbench's and sticky (`Confinement::stage_folder`): a compile worker's,
+/// which writes there (its /dev/shm) but cannot replace the copy staged in it.
+pub(super) fn stage_exchange(confinement: &Confinement) -> Result<Exchange, String> {
+    new_exchange(confinement, |dir| confinement.stage_folder(dir))
+}
 
-    fn new_exchange(
-        &self,
-        prepare: impl FnOnce(&Path) -> std::io::Result<()>,
-    ) -> Result<Exchange, String> {
-        let dir = tempfile::Builder::new()
-            .prefix("kbench-")
-            .tempdir_in(exchange_root())
-            .map_err(|e| format!("create an exchange folder: {e}"))?;
-        prepare(dir.path())
-            .map_err(|e| format!("hand {} to the sandbox: {e}", dir.path().display()))?;
-        Ok(Exchange {
-            seen: self.confinement.seen(dir.path()),
-            dir,
-        })
-    }
+fn new_exchange(
+    confinement: &Confinement,
+    prepare: impl FnOnce(&Path) -> std::io::Result<()>,
+) -> Result<Exchange, String> {
+    let dir = tempfile::Builder::new()
+        .prefix("kbench-")
+        .tempdir_in(exchange_root())
+        .map_err(|e| format!("create an exchange folder: {e}"))?;
+    prepare(dir.path())
+        .map_err(|e| format!("hand {} to the sandbox: {e}", dir.path().display()))?;
+    Ok(Exchange {
+        seen: confinement.seen(dir.path()),
+        dir,
+    })
+}
 
-    /// Where the submission's log of `role` goes: the path, and the path relative to `--out`
-    /// that the record names.
-    pub(super) fn log_path(&self, submission: &Submission, role: &str) -> (PathBuf, String) {
-        let rel = format!("logs/{}.{role}.log", slug(submission));
-        (self.config.out.join(&rel), rel)
-    }
+/// Where the submission's log of `role` goes in the run's folder `out`: the path, and the path
+/// relative to `out` that the record names.
+pub(super) fn log_path(out: &Path, submission: &Submission, role: &str) -> (PathBuf, String) {
+    let rel = format!("logs/{}.{role}.log", slug(submission));
+    (out.join(&rel), rel)
+}
 
-    /// A pair's logs (reference, candidate) named for the submission it evaluates, updated in
-    /// `logs`; the names the record keeps. A provisional log is renamed (the worker keeps writing
-    /// to it); the log of a reference that served an earlier candidate (`shared`) gets the new
-    /// name beside its old one (a hard link: one log of all the candidates it served).
-    pub(super) fn claim_logs(
-        &self,
-        sub: &Submission,
-        logs: &mut [PathBuf; 2],
-        shared: bool,
-    ) -> Vec<String> {
-        let (ref_log, ref_rel) = self.log_path(sub, "reference");
-        let (cand_log, cand_rel) = self.log_path(sub, "candidate");
-        let claimed = if shared {
-            // A log of that name from an earlier run (`--resume`) gives way, as a rename's would.
-            let _ = std::fs::remove_file(&ref_log);
-            std::fs::hard_link(&logs[0], &ref_log)
-        } else {
-            std::fs::rename(&logs[0], &ref_log)
-        };
-        if claimed.is_ok() {
-            logs[0] = ref_log;
-        }
-        if std::fs::rename(&logs[1], &cand_log).is_ok() {
-            logs[1] = cand_log;
-        }
-        vec![ref_rel, cand_rel]
+/// A pair's logs (reference, candidate) named for the submission it evaluates, updated in
+/// `logs`; the names the record keeps. A provisional log is renamed (the worker keeps writing
+/// to it); the log of a reference that served an earlier candidate (`shared`) gets the new
+/// name beside its old one (a hard link: one log of all the candidates it served).
+pub(super) fn claim_logs(
+    out: &Path,
+    sub: &Submission,
+    logs: &mut [PathBuf; 2],
+    shared: bool,
+) -> Vec<String> {
+    let (ref_log, ref_rel) = log_path(out, sub, "reference");
+    let (cand_log, cand_rel) = log_path(out, sub, "candidate");
+    let claimed = if shared {
+        // A log of that name from an earlier run (`--resume`) gives way, as a rename's would.
+        let _ = std::fs::remove_file(&ref_log);
+        std::fs::hard_link(&logs[0], &ref_log)
+    } else {
+        std::fs::rename(&logs[0], &ref_log)
+    };
+    if claimed.is_ok() {
+        logs[0] = ref_log;
     }
+    if std::fs::rename(&logs[1], &cand_log).is_ok() {
+        logs[1] = cand_log;
+    }
+    vec![ref_rel, cand_rel]
 }
 
 /// A file-name-safe form of a submission's path, for its logs.

@@ -1,7 +1,24 @@
 //! Tests of the pipeline as a whole: whole evaluations through the real `Python`
 //! backend over scripted workers (no Python, no GPU).
 
-use super::*;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use crate::cache_key::CacheKey;
+use crate::config::Config;
+use crate::record::{Build, Evaluation};
+use crate::sandbox::Confinement;
+use crate::submission::Submission;
+use crate::task::{Task, TaskId};
+use crate::taskfacts::TaskFacts;
+use crate::worker::Spawn;
+
+use super::annotate::Annotations;
+use super::backend::{Backend, Phase};
+use super::build;
+use super::python::Python;
+use super::spawn::{Launcher, Spawner};
 
 /// Whole evaluations: `Python` over scripted workers answering as `kbench_worker` does, on the
 /// CPU in the KernelBench timing mode (two set-ups and one block of samples per arm, no timed
@@ -193,6 +210,8 @@ mod scripted {
     }
 
     /// The real backend over `scripts`, with one static finding for the submission's file.
+    /// A task's reference worker serves its next candidates even unconfined here (`reuse`),
+    /// as the scripted workers cannot reach each other.
     fn backend<'a, S: Spawner>(
         config: &'a Config,
         facts: &'a HashMap<TaskId, TaskFacts>,
@@ -200,28 +219,18 @@ mod scripted {
     ) -> Python<'a, S> {
         let confinement =
             Confinement::probe(Mode::Off, "python3", &[], &config.cache, false).unwrap();
-        Python {
+        let launcher = Launcher {
             config,
             spawner: scripts,
             worker_path: PathBuf::new(),
-            build_key: "scripted".into(),
-            cache_key: CacheKey::open(&config.cache).unwrap(),
-            ready: vec![Mutex::new(VecDeque::new())],
-            kept: vec![Mutex::default()],
-            left: Mutex::default(),
-            to_start: Mutex::default(),
-            started: AtomicUsize::new(0),
-            gpus: Vec::new(),
-            gates: vec![Mutex::default()],
-            facts,
-            timing_cpus: Vec::new(),
-            reuse: true,
-            confinement,
-            annotations: Annotations::new(
-                [("1_relu.py".to_string(), vec![finding()])].into(),
-                None,
-            ),
-        }
+        };
+        let keys = ("scripted".into(), CacheKey::open(&config.cache).unwrap());
+        let annotations =
+            Annotations::new([("1_relu.py".to_string(), vec![finding()])].into(), None);
+        let mut python =
+            Python::spawning(launcher, keys, facts, Vec::new(), confinement, annotations);
+        python.workers.reuse.enabled = true;
+        python
     }
 
     /// Build and evaluate the submission with these workers.
@@ -1216,8 +1225,8 @@ mod scripted {
         );
         let (task, sub) = pair(dir.path());
         std::fs::write(&sub.path, "# load_inline\nclass ModelNew:\n    pass\n").unwrap();
-        let folder = python.build_dir(&sub);
-        let (record, mac) = python.record_paths(&folder);
+        let folder = python.builder.build_dir(&sub);
+        let (record, mac) = python.builder.record_paths(&folder);
         let built = python.compile(&task, &sub);
         assert!(!built.cache_hit && built.cache_note.is_empty(), "{built:?}");
         assert!(python.compile(&task, &sub).cache_hit);
@@ -1413,10 +1422,8 @@ mod scripted {
                 candidates: candidates.clone(),
                 memos: memos.clone(),
             };
-            let python = Python {
-                reuse,
-                ..backend(&config, &facts, spawned)
-            };
+            let mut python = backend(&config, &facts, spawned);
+            python.workers.reuse.enabled = reuse;
             let (task, honest) = pair(dir.path());
             let work: Vec<(Task, Submission)> = files
                 .iter()

@@ -8,20 +8,19 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
+use crate::config::Config;
 use crate::lanes::Hold;
-use crate::record::{merge_check, Check, Evaluation, Outcome, Trial};
-use crate::task::Task;
+use crate::record::{merge_check, Check, Outcome, Trial};
 use crate::taskfacts::TaskFacts;
 use crate::timing::Failed;
 use crate::verdict::{Cause, ReferenceStep, Verdict};
 use crate::worker::request::{self, CheckOutputs, Perturb, Ping, Variant};
 use crate::worker::{Link, Reply, Stream};
 
+use super::gathered::Gathered;
 use super::kernelbench::{self, KERNELBENCH_NEVER};
-use super::load::slot_compiled;
 use super::replies::Shipped;
 use super::stage::{ask, Handover};
-use super::{Python, Spawner};
 
 /// `inputs.distribution_perturbation`: the scaled variant multiplies the inputs by this.
 const SCALE_FACTOR: f64 = 8.0;
@@ -66,24 +65,26 @@ fn shape_constant(facts: &TaskFacts) -> Option<&str> {
         .map(String::as_str)
 }
 
-impl<S: Spawner> Python<'_, S> {
+/// What the trials take from the run: its settings and the task's facts, where derived.
+pub(super) struct Verifier<'a> {
+    pub config: &'a Config,
+    pub facts: Option<&'a TaskFacts>,
+}
+
+impl Verifier<'_> {
     /// Every correctness trial and check before timing: the KernelBench-compatible trials (the
     /// first with the deep checks), parameter perturbation, signed and scaled inputs, another
     /// input shape. A breach of the module contract found in KernelBench's trials waits for the
     /// other checks of the values: wrong values there outrank it, a later breach does not.
     /// Between steps, a lane waiting to time goes first (`Hold::step`).
-    pub(super) fn verify(
+    pub(super) fn verify<W: Link>(
         &self,
-        task: &Task,
-        handover: &mut Handover<'_, S::Worker>,
+        handover: &mut Handover<'_, W>,
         hold: &mut Hold<'_>,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
         constants: &Map<String, Value>,
     ) -> Result<(), Failed> {
-        let pure = self
-            .facts
-            .get(&task.id)
-            .is_none_or(|f| f.nondeterministic != Some(true));
+        let pure = self.facts.is_none_or(|f| f.nondeterministic != Some(true));
         let breach = match self.kernelbench_trials(handover, hold, eval, pure) {
             Err(breach @ Cause::Contract(_)) => Some(breach),
             other => other.map(|()| None)?,
@@ -102,10 +103,7 @@ impl<S: Spawner> Python<'_, S> {
                 );
             }
         }
-        match (
-            self.perturbations(task, handover, hold, eval, constants),
-            breach,
-        ) {
+        match (self.perturbations(handover, hold, eval, constants), breach) {
             (Ok(()) | Err(Cause::Contract(_)), Some(breach)) => Err(breach),
             (checked, _) => checked,
         }
@@ -115,12 +113,11 @@ impl<S: Spawner> Python<'_, S> {
     /// scaled and shifted inputs, another input shape. The parameters go back to their values
     /// as built after their own trial, so the later checks (and timing) judge the module on the
     /// parameters it was built with; a breach found there waits for them, as in `verify`.
-    fn perturbations(
+    fn perturbations<W: Link>(
         &self,
-        task: &Task,
-        handover: &mut Handover<'_, S::Worker>,
+        handover: &mut Handover<'_, W>,
         hold: &mut Hold<'_>,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
         constants: &Map<String, Value>,
     ) -> Result<(), Failed> {
         let cfg = self.config;
@@ -153,7 +150,7 @@ impl<S: Spawner> Python<'_, S> {
             index += 1;
         }
         hold.step();
-        self.shape_perturbation(task, handover, eval, constants, index)?;
+        self.shape_perturbation(handover, eval, constants, index)?;
         breach.map_or(Ok(()), Err)
     }
 
@@ -162,11 +159,11 @@ impl<S: Spawner> Python<'_, S> {
     /// clipped on plain ones (CUDA-L1's level2/9: a ReLU after subtracting 2 leaves 99.95 % of
     /// it zero, so new weights rarely reach it). `index` counts the trials run (a task without
     /// parameters has none).
-    fn params_trials(
+    fn params_trials<W: Link>(
         &self,
-        handover: &mut Handover<'_, S::Worker>,
+        handover: &mut Handover<'_, W>,
         hold: &mut Hold<'_>,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
         index: &mut u32,
     ) -> Result<(), Failed> {
         const NAME: &str = "params.perturbation";
@@ -203,9 +200,9 @@ impl<S: Spawner> Python<'_, S> {
     /// Both workers put back the parameter values the perturbation with `seed` replaced. A
     /// candidate that does not is judged on what it holds: the reference's are restored, so
     /// its later trials show it.
-    fn restore_params(
+    fn restore_params<W: Link>(
         &self,
-        handover: &mut Handover<'_, S::Worker>,
+        handover: &mut Handover<'_, W>,
         seed: u64,
     ) -> Result<(), Failed> {
         let restore = Perturb {
@@ -229,11 +226,11 @@ impl<S: Spawner> Python<'_, S> {
     /// loosest tolerance (`KERNELBENCH_LOOSEST`: its verdict at any tolerance comes from one run), and
     /// kbench's failure stands. The first's second calls only where forward is `pure` (the
     /// task's reference is deterministic).
-    fn kernelbench_trials(
+    fn kernelbench_trials<W: Link>(
         &self,
-        handover: &mut Handover<'_, S::Worker>,
+        handover: &mut Handover<'_, W>,
         hold: &mut Hold<'_>,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
         pure: bool,
     ) -> Result<(), Failed> {
         let mut failed = None;
@@ -297,10 +294,10 @@ impl<S: Spawner> Python<'_, S> {
     /// second build of the task's model). A parameter of the task's with no
     /// partner fails; one of ModelNew's with none is left unperturbed and named. Returns what
     /// the trial checks, or None where the task has no parameters (the check skipped).
-    fn perturb_params(
+    fn perturb_params<W: Link>(
         &self,
-        handover: &mut Handover<'_, S::Worker>,
-        eval: &mut Evaluation,
+        handover: &mut Handover<'_, W>,
+        eval: &mut Gathered,
         seed: u64,
     ) -> Result<Option<String>, Failed> {
         const NAME: &str = "params.perturbation";
@@ -360,10 +357,10 @@ impl<S: Spawner> Python<'_, S> {
 
     /// One trial on perturbed inputs or parameters, recorded as the check `check`. A reference
     /// that overflows or fails on these inputs says nothing about the kernel: skipped.
-    fn variant_trial(
+    fn variant_trial<W: Link>(
         &self,
-        handover: &mut Handover<'_, S::Worker>,
-        eval: &mut Evaluation,
+        handover: &mut Handover<'_, W>,
+        eval: &mut Gathered,
         (check, what): (&str, &str),
         variant: Option<Variant>,
         index: u32,
@@ -417,11 +414,10 @@ impl<S: Spawner> Python<'_, S> {
     /// `inputs.shape_perturbation`: one more trial with a size constant that only shapes the
     /// inputs grown by one (an odd size). Wrong results there are `incorrect`; a clean refusal
     /// (an exception) is the softer `shape_specialized` warning.
-    fn shape_perturbation(
+    fn shape_perturbation<W: Link>(
         &self,
-        task: &Task,
-        handover: &mut Handover<'_, S::Worker>,
-        eval: &mut Evaluation,
+        handover: &mut Handover<'_, W>,
+        eval: &mut Gathered,
         constants: &Map<String, Value>,
         index: u32,
     ) -> Result<(), Failed> {
@@ -429,7 +425,6 @@ impl<S: Spawner> Python<'_, S> {
         let started = Instant::now();
         let chosen = self
             .facts
-            .get(&task.id)
             .and_then(shape_constant)
             .and_then(|name| Some((name, constants.get(name)?.as_i64()?)));
         let Some((name, value)) = chosen else {
@@ -495,11 +490,11 @@ impl<S: Spawner> Python<'_, S> {
     /// outputs and inputs handed to the reference worker, compared there. The workers' check
     /// entries go into `eval`. Returns the trial, and the breach of the module contract either
     /// worker found in the call, if any (the reference's, which saw the inputs written, first).
-    fn trial(
+    fn trial<W: Link>(
         &self,
-        handover: &mut Handover<'_, S::Worker>,
+        handover: &mut Handover<'_, W>,
         plan: &TrialPlan,
-        eval: &mut Evaluation,
+        eval: &mut Gathered,
     ) -> Result<(Trial, Option<String>), Failed> {
         let cfg = self.config;
         let (seed, forward_seed) = trial_seeds(cfg.seed, plan.index);
@@ -525,7 +520,7 @@ impl<S: Spawner> Python<'_, S> {
         let file = format!("trial{}.pt", plan.index);
         let (ran, checked) = handover.exchange(request, check, cfg.timeouts.call, &file)?;
         let checked = checked.unwrap_or_default();
-        slot_compiled(eval, ran.compiled);
+        eval.slot_compiled(ran.compiled);
         for c in ran.checks.into_iter().chain(checked.checks) {
             merge_check(&mut eval.checks, c);
         }

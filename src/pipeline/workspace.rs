@@ -23,11 +23,9 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::sandbox::Bind;
-use crate::submission::Submission;
+use crate::sandbox::{Bind, Confinement};
 
 use super::stage::Stage;
-use super::{Python, Spawner};
 
 /// Where a confined candidate sees its workspace.
 const WORKSPACE_SEEN: &str = "/kbench";
@@ -60,14 +58,14 @@ impl Workspace {
 impl Lent {
     /// The folder the submission is staged in for the candidate: `src` in its workspace,
     /// kbench's and sticky (`Confinement::stage_folder`), made the first time.
-    pub(super) fn stage(&self, python: &Python<'_, impl Spawner>) -> Result<Stage, String> {
+    pub(super) fn stage(&self, confinement: &Confinement) -> Result<Stage, String> {
         let host = self.workspace.0.path().join("src");
         std::fs::create_dir(&host)
             .or_else(|e| match e.kind() {
                 std::io::ErrorKind::AlreadyExists => Ok(()),
                 _ => Err(e),
             })
-            .and_then(|()| python.confinement.stage_folder(&host))
+            .and_then(|()| confinement.stage_folder(&host))
             .map_err(|e| format!("create the staging folder {}: {e}", host.display()))?;
         Ok(Stage {
             host,
@@ -87,54 +85,55 @@ impl Lent {
     }
 }
 
-impl<S: Spawner> Python<'_, S> {
-    /// A workspace for a candidate about to start, handed to the sandbox; none when unconfined.
-    pub(super) fn workspace(&self) -> Result<Option<Workspace>, String> {
-        if !self.confinement.confines() {
-            return Ok(None);
-        }
-        // Inside the builds folder, so lending is a rename on one file system.
-        let root = self.config.cache.join("builds/.workspaces");
-        let dir = std::fs::create_dir_all(&root)
-            .and_then(|()| tempfile::Builder::new().prefix("ws-").tempdir_in(&root))
-            .and_then(|dir| {
-                std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
-                    .map(|()| dir)
-            })
-            .map_err(|e| format!("create a workspace in {}: {e}", root.display()))?;
-        Ok(Some(Workspace(dir)))
+/// A workspace in the run's cache `cache` for a candidate about to start, handed to the
+/// sandbox; none when unconfined.
+pub(super) fn workspace(
+    cache: &Path,
+    confinement: &Confinement,
+) -> Result<Option<Workspace>, String> {
+    if !confinement.confines() {
+        return Ok(None);
     }
+    // Inside the builds folder, so lending is a rename on one file system.
+    let root = cache.join("builds/.workspaces");
+    let dir = std::fs::create_dir_all(&root)
+        .and_then(|()| tempfile::Builder::new().prefix("ws-").tempdir_in(&root))
+        .and_then(|dir| {
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+                .map(|()| dir)
+        })
+        .map_err(|e| format!("create a workspace in {}: {e}", root.display()))?;
+    Ok(Some(Workspace(dir)))
+}
 
-    /// Lend `sub`'s build folder to `workspace` until the returned guard settles; an empty folder
-    /// where another evaluation of an identical file holds it (the candidate then builds there
-    /// itself). Nothing where unconfined.
-    pub(super) fn lend(
-        &self,
-        sub: &Submission,
-        workspace: Option<Workspace>,
-    ) -> Result<Option<Lent>, String> {
-        let Some(workspace) = workspace else {
-            return Ok(None);
-        };
-        let home = self.build_dir(sub);
-        let lent = workspace.build();
-        let moved = match std::fs::rename(&home, &lent) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir(&lent).and_then(|()| self.confinement.give(&lent))
-            }
-            other => other,
-        };
-        moved.map_err(|e| format!("lend {} to the candidate: {e}", home.display()))?;
-        Ok(Some(Lent { workspace, home }))
-    }
-
-    /// Where workers see the build folder `dir`.
-    pub(super) fn build_seen(&self, dir: &Path) -> PathBuf {
-        if self.confinement.confines() {
-            PathBuf::from(BUILD_SEEN)
-        } else {
-            dir.to_path_buf()
+/// Lend a submission's build folder `home` to `workspace` until the returned guard settles; an
+/// empty folder where another evaluation of an identical file holds it (the candidate then
+/// builds there itself). Nothing where unconfined.
+pub(super) fn lend(
+    confinement: &Confinement,
+    home: PathBuf,
+    workspace: Option<Workspace>,
+) -> Result<Option<Lent>, String> {
+    let Some(workspace) = workspace else {
+        return Ok(None);
+    };
+    let lent = workspace.build();
+    let moved = match std::fs::rename(&home, &lent) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir(&lent).and_then(|()| confinement.give(&lent))
         }
+        other => other,
+    };
+    moved.map_err(|e| format!("lend {} to the candidate: {e}", home.display()))?;
+    Ok(Some(Lent { workspace, home }))
+}
+
+/// Where workers see the build folder `dir`.
+pub(super) fn build_seen(confinement: &Confinement, dir: &Path) -> PathBuf {
+    if confinement.confines() {
+        PathBuf::from(BUILD_SEEN)
+    } else {
+        dir.to_path_buf()
     }
 }
 

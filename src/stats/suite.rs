@@ -6,7 +6,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use super::{
+use super::pairwise::{
     check_level, check_resamples, is_time, percentile_interval, PairedBootstrap, Speedup,
     StatsError,
 };

@@ -1,6 +1,10 @@
 //! Tests of the statistics: each estimator, interval and label on samples with known answers.
 
 use super::*;
+use crate::stats::{
+    benjamini_hochberg, fast_p, fast_p_band, geometric_mean, geometric_mean_ci, ratio_of_speedups,
+    FastP, TaskDraws,
+};
 
 fn samples(values: &[f64]) -> Samples {
     Samples::new(values.to_vec()).unwrap()
