@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use tiny_http::{Header, Method, Request, Response, Server};
 
 use super::request::{self, Refusal};
-use super::Service;
+use super::service::Service;
 
 /// The requests being answered.
 #[derive(Default)]

@@ -1,0 +1,403 @@
+//! `kbench serve`'s service: the run's set-up kept warm between requests (probe, task facts,
+//! confinement, build cache, compile pool and each slot's ready workers, in the backend), and
+//! each request judged as `eval` judges a file: its source written into the run folder in the
+//! mirrored layout, statically checked, then built and evaluated through the shared `queue`,
+//! and appended to the run record before the reply leaves.
+//!
+//! A request's settings (`request::Settings`) that differ from the service's make a run of their
+//! own (`Variant`: its `Config`, backend, workers and record, in `variants/<settings>/`), so that
+//! each record holds evaluations of one configuration only; at most `MAX_VARIANTS` of them.
+//!
+//! Nothing waits for ever: each stage of a request has its deadline (`deadlines`, from the run's
+//! timeouts), and a service asked to stop waits `GRACE` for the requests admitted, then records
+//! those left as not finished (`close`) before it writes each run's summary (`stop`).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::cli::EvalArgs;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::pipeline;
+use crate::probe::Probe;
+use crate::record::{Ceilings, RunRecord};
+use crate::report;
+use crate::sandbox::Confinement;
+use crate::setup::{self, Facts};
+use crate::submission::Submission;
+use crate::task::Task;
+
+use super::queue::{Deadlines, Job, Outcome, Queue, Refused};
+use super::reply;
+use super::request::{self, Key, Refusal};
+
+/// Runs with settings of their own a service keeps at most, its own included: each keeps warm
+/// workers per slot.
+pub const MAX_VARIANTS: usize = 4;
+
+/// How long a service asked to stop waits for the requests admitted before it records those
+/// left as not finished: with the summaries, it ends within half a minute.
+pub const GRACE: Duration = Duration::from_secs(20);
+/// How long `stop` waits for a record being written before it leaves that run's summary out.
+const RECORD_WAIT: Duration = Duration::from_secs(3);
+/// A stage's time beyond the deadlines of its worker requests: kbench's own work (starting
+/// workers, staging the submission, hashing a build folder, writing the record).
+const STAGE_MARGIN: Duration = Duration::from_secs(30);
+/// `--timeout-call`s an evaluation may spend beside its trials: the perturbed and determinism
+/// checks' calls, the warm-ups (a call and an allowance each), the blocks past the budget, the
+/// process check, the state checks and the profiled calls. Generous: nothing honest nears it.
+const CALLS_BESIDE_TRIALS: u32 = 64;
+/// What timing may take beyond `--budget` (the server mode's cap is a minute).
+const TIMING_BEYOND_BUDGET: Duration = Duration::from_secs(60);
+
+/// Each stage's deadline under `config`: the most the deadlines of its worker requests add up
+/// to, and `STAGE_MARGIN`. Only a wait that never ends reaches one (every worker request has
+/// its own deadline): a build is an import and a warm-up under `--timeout-compile` each; an
+/// evaluation attempt is the candidate's load (and KernelBench's own, with what they compile),
+/// torch.compile's arm, timing and its calls (each trial a candidate's call and the reference's
+/// check, and KernelBench's trials again), and an evaluation is one attempt, one more (alone, or
+/// on a fresh pair) and the other lanes' attempts it may wait for.
+pub fn deadlines(config: &Config) -> Deadlines {
+    let t = &config.timeouts;
+    let calls = 4 * config.trials + CALLS_BESIDE_TRIALS;
+    let attempt = (t.load + t.compile) * 2
+        + t.compile
+        + config.budget
+        + TIMING_BEYOND_BUDGET
+        + t.call * calls;
+    Deadlines {
+        build: t.compile * 2 + STAGE_MARGIN,
+        evaluate: attempt * (config.lanes as u32 + 1) + STAGE_MARGIN,
+    }
+}
+
+/// What every run of the service shares, found once at start.
+pub struct Shared {
+    /// The service's flags, `--out` resolved.
+    pub args: EvalArgs,
+    pub root: PathBuf,
+    pub tasks: Vec<Task>,
+    pub python: String,
+    pub worker_path: PathBuf,
+    pub probe: Probe,
+    /// Facts of every task served (computed, or read from the cache, at start).
+    pub facts: &'static Facts,
+    pub confinement: Confinement,
+    pub timing_cpus: Vec<usize>,
+    pub ceilings: Option<Ceilings>,
+}
+
+/// One run of the service: its settings, backend, deadlines and record.
+struct Variant {
+    key: Key,
+    config: &'static Config,
+    backend: Arc<pipeline::Python<'static>>,
+    deadlines: Deadlines,
+    /// Locked to append one evaluation (`record`), and by `stop` within `RECORD_WAIT`.
+    record: parking_lot::Mutex<RunRecord>,
+}
+
+pub struct Service {
+    shared: Shared,
+    variants: Mutex<Vec<Arc<Variant>>>,
+    queue: Queue<pipeline::Python<'static>>,
+    max_source: usize,
+}
+
+impl Service {
+    /// The service with its own run started (or resumed with --resume), and `capacity` places in
+    /// its queue.
+    pub fn start(shared: Shared, capacity: usize, max_source: usize) -> Result<Service> {
+        let base = Key::of(&shared.args);
+        let own = variant(&shared, base, &shared.args)?;
+        let queue = Queue::start(
+            own.config.jobs,
+            (own.config.slots(), own.config.lanes),
+            capacity,
+        );
+        Ok(Service {
+            variants: Mutex::new(vec![Arc::new(own)]),
+            shared,
+            queue,
+            max_source,
+        })
+    }
+
+    /// The service's own run's configuration.
+    pub fn config(&self) -> &'static Config {
+        self.variants.lock().expect("variants lock")[0].config
+    }
+
+    pub fn tasks(&self) -> &[Task] {
+        &self.shared.tasks
+    }
+
+    pub fn max_source(&self) -> usize {
+        self.max_source
+    }
+
+    /// Requests admitted and not finished, and the most there may be.
+    pub fn load(&self) -> (usize, usize) {
+        self.queue.load()
+    }
+
+    /// Evaluate `source` for the task `request` names, with its settings: the reply, once the
+    /// result is in the record; a refusal before anything ran.
+    pub fn evaluate(&self, request: &request::Request) -> std::result::Result<Value, Refusal> {
+        let task = request::task(&self.shared.tasks, &self.shared.root, &request.task)?;
+        if request.source.len() > self.max_source {
+            return Err(Refusal::new(
+                413,
+                format!(
+                    "source of {} bytes: at most {} (--max-source-bytes)",
+                    request.source.len(),
+                    self.max_source
+                ),
+            ));
+        }
+        let key = request.settings.resolve(Key::of(&self.shared.args))?;
+        let variant = self.variant(key)?;
+        let admission = self.queue.admit().map_err(|refused| match refused {
+            Refused::Full => Refusal::new(
+                429,
+                format!(
+                    "the queue is full ({} requests admitted, --queue): retry later",
+                    self.queue.load().1
+                ),
+            ),
+            Refused::Stopping => Refusal::new(503, "the service is stopping"),
+        })?;
+        let submission = write_submission(variant.config, task, &request.source)
+            .map_err(|e| Refusal::new(500, format!("kbench failed to {e}")))?;
+        let findings = setup::static_findings(
+            variant.config,
+            &self.shared.worker_path,
+            &variant.config.cache,
+            &[&submission],
+        )
+        .map_err(|e| Refusal::new(500, format!("kbench failed to {e}")))?;
+        for (file, found) in findings {
+            variant.backend.annotations().add(file, found);
+        }
+        let (tx, rx) = mpsc::channel();
+        let recorder = Arc::clone(&variant);
+        self.queue.submit(
+            admission,
+            Job {
+                backend: Arc::clone(&variant.backend),
+                task: task.clone(),
+                submission,
+                deadlines: variant.deadlines,
+                done: Box::new(move |outcome| {
+                    let _ = tx.send(recorder.record(outcome));
+                }),
+            },
+        );
+        rx.recv()
+            .unwrap_or_else(|_| Err(Refusal::new(500, "kbench failed to finish the evaluation")))
+    }
+
+    /// The run of `key`'s settings, started on first use.
+    fn variant(&self, key: Key) -> std::result::Result<Arc<Variant>, Refusal> {
+        let mut variants = self.variants.lock().expect("variants lock");
+        if let Some(found) = variants.iter().find(|v| v.key == key) {
+            return Ok(Arc::clone(found));
+        }
+        let own = variants[0].config;
+        if own.lanes > 1 {
+            return Err(Refusal::new(
+                400,
+                "settings other than the service's need a service started with --lanes 1",
+            ));
+        }
+        if variants.len() >= MAX_VARIANTS {
+            return Err(Refusal::new(
+                400,
+                format!(
+                    "settings: this service runs {MAX_VARIANTS} sets of settings already; use one of theirs"
+                ),
+            ));
+        }
+        let args = EvalArgs {
+            out: Some(own.out.join(key.folder())),
+            ..key.apply(&self.shared.args)
+        };
+        let started =
+            variant(&self.shared, key, &args).map_err(|e| Refusal::new(400, e.to_string()))?;
+        variants.push(Arc::new(started));
+        Ok(Arc::clone(variants.last().expect("pushed")))
+    }
+
+    /// Admit no more requests, wait up to `GRACE` for those admitted, and record those left as
+    /// not finished (their replies say so); how many were left.
+    pub fn close(&self) -> usize {
+        self.queue.close(GRACE)
+    }
+
+    /// Write each run's summary and page (after `close`); a run whose record is still being
+    /// written after `RECORD_WAIT` is left out, and said so.
+    pub fn stop(&self) -> Result<()> {
+        for v in self.variants.lock().expect("variants lock").iter() {
+            let Some(record) = v.record.try_lock_for(RECORD_WAIT) else {
+                eprintln!(
+                    "kbench serve: {} is still being written: its summary is not",
+                    v.config.out.join("results.json").display()
+                );
+                continue;
+            };
+            let summary = report::summary::summarize_run(&record);
+            report::write_summary(&summary, &v.config.out)?;
+            report::write_html(&record, &summary, &v.config.out)?;
+        }
+        Ok(())
+    }
+}
+
+impl Variant {
+    /// Append the request's evaluation to the record (said on stderr if the write fails: the
+    /// reply still goes), and the reply: a refusal (503) for a request the service stopped
+    /// before it finished.
+    fn record(&self, outcome: Outcome) -> std::result::Result<Value, Refusal> {
+        let (eval, finished) = match outcome {
+            Outcome::Judged(eval) => (eval, true),
+            Outcome::Unfinished(eval) => (eval, false),
+        };
+        let results = self.config.out.join("results.json");
+        let reply = reply::render(&eval, self.config.contract, &results);
+        let unfinished = format!(
+            "{}; recorded as {} in {}",
+            eval.reason,
+            eval.verdict,
+            results.display()
+        );
+        eprintln!(
+            "kbench serve: {} {} {}{} ({:.1} s)",
+            eval.label(),
+            eval.file,
+            eval.verdict,
+            eval.timing
+                .as_ref()
+                .map_or(String::new(), |t| format!(" {:.2}x", t.speedup)),
+            eval.seconds
+        );
+        let mut record = self.record.lock();
+        if let Err(e) = setup::append(&mut record, eval, &self.config.out) {
+            eprintln!("kbench serve: failed to {e}");
+        }
+        if finished {
+            Ok(reply)
+        } else {
+            Err(Refusal::new(503, unfinished))
+        }
+    }
+}
+
+/// The run of `key`'s settings (flags `args`): its configuration, record and backend.
+fn variant(shared: &Shared, key: Key, args: &EvalArgs) -> Result<Variant> {
+    let config = Config::resolve(
+        args,
+        shared.root.clone(),
+        shared.python.clone(),
+        &shared.probe,
+    )?;
+    // Kept for the life of the process: the backend's workers read it until the end.
+    let config: &'static Config = Box::leak(Box::new(config));
+    std::fs::create_dir_all(config.out.join("logs")).map_err(|e| Error::write(&config.out, e))?;
+    let mut record = setup::start_record(config, &shared.probe, Vec::new(), None)?;
+    record.environment.ceilings = shared.ceilings.clone();
+    report::write_files(&record, &config.out)?;
+    let backend = setup::backend(
+        config,
+        shared.worker_path.clone(),
+        &shared.probe,
+        shared.facts,
+        shared.timing_cpus.clone(),
+        shared.confinement.clone(),
+        pipeline::Annotations::new(Default::default(), shared.ceilings.clone()),
+    )?;
+    Ok(Variant {
+        key,
+        config,
+        deadlines: deadlines(config),
+        backend: Arc::new(backend),
+        record: parking_lot::Mutex::new(record),
+    })
+}
+
+/// Write `source` as a new candidate of `task` in the run's `submissions/` folder, in the
+/// mirrored layout (`levelL/N_Name/NNNNNN.py`), never over an earlier one.
+fn write_submission(config: &Config, task: &Task, source: &str) -> Result<Submission> {
+    let folder = Path::new(&format!("level{}", task.id.level)).join(&task.name);
+    let dir = config.out.join("submissions").join(&folder);
+    std::fs::create_dir_all(&dir).map_err(|e| Error::write(&dir, e))?;
+    let mut n = std::fs::read_dir(&dir)
+        .map_err(|e| Error::read(&dir, e))?
+        .count();
+    loop {
+        let name = format!("{n:06}.py");
+        let path = dir.join(&name);
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(mut file) => {
+                file.write_all(source.as_bytes())
+                    .map_err(|e| Error::write(&path, e))?;
+                return Ok(Submission {
+                    task: task.id,
+                    file: folder.join(&name).display().to_string(),
+                    path,
+                    sample: None,
+                    sha256: format!("{:x}", Sha256::digest(source.as_bytes())),
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => n += 1,
+            Err(e) => return Err(Error::write(&path, e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::tests::resolved;
+
+    #[test]
+    fn each_stage_s_deadline_follows_the_run_s_timeouts() {
+        let small = [
+            "--timeout-compile",
+            "2",
+            "--timeout-load",
+            "5",
+            "--timeout-call",
+            "3",
+            "--trials",
+            "2",
+            "--budget",
+            "1",
+        ];
+        // (flags, build's seconds, evaluation's seconds): an attempt of the defaults is
+        // (300 + 600) * 2 + 600 + 10 + 60 + 120 * (4 * 5 + 64) = 12550 s.
+        for (flags, build, evaluate) in [
+            (&[][..], 1230, 12550 * 2 + 30),
+            (&["--lanes", "2"][..], 1230, 12550 * 3 + 30),
+            (&small[..], 34, (14 + 2 + 1 + 60 + 3 * 72) * 2 + 30),
+        ] {
+            let got = deadlines(&resolved(flags));
+            assert_eq!(
+                got,
+                Deadlines {
+                    build: Duration::from_secs(build),
+                    evaluate: Duration::from_secs(evaluate),
+                },
+                "{flags:?}"
+            );
+        }
+    }
+}
