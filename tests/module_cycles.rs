@@ -3,7 +3,7 @@
 //! so every module can be read, tested and changed on top of the ones below it. The same holds
 //! inside every folder: between its own file (`mod.rs`, or `name.rs` beside `name/`) and its
 //! children, and between sibling children, by the paths they name (`super::`, `crate::`, a
-//! child's bare name in the folder's own file).
+//! child's bare name in the folder's own file). And every `mod.rs` declares and re-exports only.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -346,4 +346,70 @@ fn a_folder_reader_resolves_super_groups_and_children() {
     let found = named("pub use k::K;\nfn f() { kk::x(); k::y(); }", &me, &kids);
     let found: Vec<String> = found.iter().map(|p| p.join("::")).collect();
     assert_eq!(found, ["a::b::k::K", "a::b::k::y"]);
+}
+
+/// What a `mod.rs` holds besides declarations and re-exports (comments and attributes aside):
+/// each statement that is not `mod`/`use`, with any visibility, shortened.
+fn not_declarations(text: &str) -> Vec<String> {
+    let code: String = text
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut rest = code.as_str();
+    let mut bare = String::new();
+    while let Some(i) = rest.find('#') {
+        bare.push_str(&rest[..i]);
+        let after = &rest[i..];
+        rest = after.find(']').map_or("", |end| &after[end + 1..]);
+    }
+    bare.push_str(rest);
+    bare.split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .filter(|s| {
+            let s = s.strip_prefix("pub").map_or(*s, |v| {
+                v.trim_start()
+                    .strip_prefix('(')
+                    .and_then(|v| v.split_once(')'))
+                    .map_or(v, |(_, v)| v)
+                    .trim_start()
+            });
+            !(s.starts_with("mod ") || s.starts_with("use "))
+        })
+        .map(|s| s.chars().take(60).collect())
+        .collect()
+}
+
+/// The design's rule: a folder's `mod.rs` declares its children and re-exports, and holds no
+/// code of its own (the code lives in files named for what it does).
+#[test]
+fn every_mod_rs_declares_and_reexports_only() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = Vec::new();
+    for entry in walkdir::WalkDir::new(&src) {
+        let entry = entry.unwrap();
+        if entry.file_name() == "mod.rs" {
+            let text = std::fs::read_to_string(entry.path()).unwrap();
+            for statement in not_declarations(&text) {
+                found.push(format!("{}: {statement}", entry.path().display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "mod.rs with code of its own:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_declaration_reader_passes_declarations_and_names_code() {
+    let text =
+        "//! doc; with a semicolon\n#![allow(x)]\npub mod a;\nmod b;\n#[cfg(test)]\nmod tests;\n\
+                pub(crate) use a::{X, Y};\npub use b::*;\nconst N: usize = 4;\npub fn f() {}\n";
+    assert_eq!(
+        not_declarations(text),
+        ["const N: usize = 4", "pub fn f() {}"]
+    );
 }
