@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::stats::{Decision, Speedup};
 use crate::task::TaskId;
 use crate::verdict::Verdict;
+use crate::worker::CheckName;
 
 #[cfg(test)]
 pub(crate) mod fixtures;
@@ -342,7 +343,7 @@ pub struct Ceilings {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Check {
-    pub name: String,
+    pub name: CheckName,
     pub outcome: Outcome,
     pub evidence: String,
     /// Time the check cost, outside any timed region.

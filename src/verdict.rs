@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::reference_ops::{brief, ReferenceOps};
-use crate::worker::{ErrorKind, Failure, WorkerError};
+use crate::worker::{CheckName, ErrorKind, Failure, WorkerError};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -325,7 +325,7 @@ fn judge_kernels(k: &KernelEvidence) -> (Verdict, String) {
         };
     }
     if let Some(evidence) = &k.unmapped {
-        return no_kernel(format!("kernels.mapped: {evidence}"));
+        return no_kernel(format!("{}: {evidence}", CheckName::KernelsMapped));
     }
     let ran_nothing = k.custom_ms == Some(0.0) && k.total_ms.is_some_and(|t| t > 0.0);
     if ran_nothing && !k.defined.is_empty() {
@@ -338,14 +338,15 @@ fn judge_kernels(k: &KernelEvidence) -> (Verdict, String) {
     let judged = k.total_ms.is_none_or(|t| t >= LIBRARY_JUDGED_FROM_MS);
     match (k.library_share, k.library_limit) {
         (Some(share), Some(limit)) if share > limit && judged => no_kernel(format!(
-            "profile.library_share: {:.0} % of GPU time is in library kernels (cuBLAS, cuDNN, ATen), above the {} policy's {:.0} %",
+            "{}: {:.0} % of GPU time is in library kernels (cuBLAS, cuDNN, ATen), above the {} policy's {:.0} %",
+            CheckName::ProfileLibraryShare,
             share * 100.0,
             k.policy,
             limit * 100.0
         )),
         _ => match (judge_reuse(k, judged), &k.library_made) {
             ((Verdict::Pass, _), Some(evidence)) => {
-                no_kernel(format!("profile.library_output: {evidence}"))
+                no_kernel(format!("{}: {evidence}", CheckName::ProfileLibraryOutput))
             }
             (judged, _) => judged,
         },
@@ -374,7 +375,8 @@ fn judge_reuse(k: &KernelEvidence, judged: bool) -> (Verdict, String) {
     (
         Verdict::NoKernel,
         format!(
-            "profile.reference_ops: the candidate's call ran every kernel launch of the reference's ({} of {} kernel(s)), and its own kernels took {:.0} % of its {:.3} ms GPU time, below the {} policy's {:.0} %: the reference's ops did the work ({})",
+            "{}: the candidate's call ran every kernel launch of the reference's ({} of {} kernel(s)), and its own kernels took {:.0} % of its {:.3} ms GPU time, below the {} policy's {:.0} %: the reference's ops did the work ({})",
+            CheckName::ProfileReferenceOps,
             ops.launches,
             ops.kernels.len(),
             (1.0 - share) * 100.0,

@@ -7,6 +7,7 @@ use crate::record::{Build, BuildStatus, Check, Evaluation, Outcome, Phases};
 use crate::submission::Submission;
 use crate::task::Task;
 use crate::verdict::{Cause, Verdict};
+use crate::worker::CheckName;
 
 use super::evidence::Judged;
 
@@ -81,7 +82,7 @@ pub(super) fn after_breach(why: String, judged: Result<Judged, Cause>) -> Judged
 /// with the GPU to itself.
 pub(super) fn alone_check() -> Check {
     Check {
-        name: "harness.alone".into(),
+        name: CheckName::HarnessAlone,
         outcome: Outcome::Warn,
         evidence: "out of GPU memory beside another evaluation: evaluated again with the GPU \
                    to itself"

@@ -15,7 +15,7 @@ use crate::task::Task;
 use crate::timing::{self, Failed};
 use crate::verdict::{Cause, KernelEvidence};
 use crate::worker::request::{Profile, State};
-use crate::worker::{Link, Stream};
+use crate::worker::{CheckName, Link, Stream};
 
 use super::stage::ask;
 use super::{Python, Spawner};
@@ -25,7 +25,7 @@ use super::{Python, Spawner};
 const MAX_LIBRARY_SHARE: f64 = 0.5;
 
 /// The candidate worker's traced calls: library ops alone made every output (`checks/provenance.py`).
-const LIBRARY_OUTPUT: &str = "profile.library_output";
+const LIBRARY_OUTPUT: CheckName = CheckName::ProfileLibraryOutput;
 
 /// What the profiled call shows: the cause that decides the verdict (the kernels' evidence,
 /// unless a breach of the module contract found after timing, or before it: `verify_and_time`),
@@ -164,7 +164,7 @@ impl<S: Spawner> Python<'_, S> {
 /// `profile.reference_ops`, recorded as evidence: the verdict weighs it with the library share.
 fn reference_ops_check(ops: &reference_ops::ReferenceOps) -> Check {
     Check {
-        name: "profile.reference_ops".into(),
+        name: CheckName::ProfileReferenceOps,
         outcome: Outcome::Pass,
         evidence: ops.to_string(),
         seconds: 0.0,
@@ -194,7 +194,7 @@ fn host_error(
 /// reported, not verified.
 fn mapped_kernel_check(kernels: &[String], pid: u32, build_dir: &Path) -> Check {
     let check = |outcome, evidence| Check {
-        name: "kernels.mapped".into(),
+        name: CheckName::KernelsMapped,
         outcome,
         evidence,
         seconds: 0.0,

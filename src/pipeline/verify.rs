@@ -15,7 +15,7 @@ use crate::taskfacts::TaskFacts;
 use crate::timing::Failed;
 use crate::verdict::{Cause, ReferenceStep, Verdict};
 use crate::worker::request::{self, CheckOutputs, Perturb, Ping, Variant};
-use crate::worker::{Link, Reply, Stream};
+use crate::worker::{CheckName, Link, Reply, Stream};
 
 use super::kernelbench::{self, KERNELBENCH_NEVER};
 use super::load::slot_compiled;
@@ -93,7 +93,7 @@ impl<S: Spawner> Python<'_, S> {
                 merge_check(
                     &mut eval.checks,
                     Check {
-                        name: name.into(),
+                        name,
                         outcome: Outcome::Skip,
                         evidence: "the task's reference is nondeterministic (it draws random numbers or keeps state between calls): a second call need not repeat the first".into(),
                         seconds: 0.0,
@@ -134,15 +134,15 @@ impl<S: Spawner> Python<'_, S> {
         let mut push = |check, variant: Variant| {
             variants.push((check, variant_label(Some(&variant)), variant));
         };
-        push("inputs.distribution_perturbation", Variant::Signed);
+        push(CheckName::InputsDistributionPerturbation, Variant::Signed);
         push(
-            "inputs.distribution_perturbation",
+            CheckName::InputsDistributionPerturbation,
             Variant::Scaled {
                 factor: SCALE_FACTOR,
             },
         );
         push(
-            "inputs.mean_shift",
+            CheckName::InputsMeanShift,
             Variant::Shifted {
                 spreads: SHIFT_SPREADS,
             },
@@ -169,7 +169,7 @@ impl<S: Spawner> Python<'_, S> {
         eval: &mut Evaluation,
         index: &mut u32,
     ) -> Result<(), Failed> {
-        const NAME: &str = "params.perturbation";
+        const NAME: CheckName = CheckName::ParamsPerturbation;
         let seed = Stream::Perturb.seed(self.config.seed);
         let what = match self.perturb_params(handover, eval, seed) {
             Ok(None) => return Ok(()),
@@ -303,7 +303,7 @@ impl<S: Spawner> Python<'_, S> {
         eval: &mut Evaluation,
         seed: u64,
     ) -> Result<Option<String>, Failed> {
-        const NAME: &str = "params.perturbation";
+        const NAME: CheckName = CheckName::ParamsPerturbation;
         let cfg = self.config;
         let perturb = Perturb {
             seed,
@@ -319,7 +319,7 @@ impl<S: Spawner> Python<'_, S> {
             merge_check(
                 &mut eval.checks,
                 Check {
-                    name: NAME.into(),
+                    name: NAME,
                     outcome: Outcome::Skip,
                     evidence: "the task's Model has no floating parameters to perturb".into(),
                     seconds: 0.0,
@@ -364,7 +364,7 @@ impl<S: Spawner> Python<'_, S> {
         &self,
         handover: &mut Handover<'_, S::Worker>,
         eval: &mut Evaluation,
-        (check, what): (&str, &str),
+        (check, what): (CheckName, &str),
         variant: Option<Variant>,
         index: u32,
     ) -> Result<(), Failed> {
@@ -376,7 +376,7 @@ impl<S: Spawner> Python<'_, S> {
             kernelbench: false,
             second_calls: false,
         };
-        let params = check == "params.perturbation";
+        let params = check == CheckName::ParamsPerturbation;
         let (trial, breach) = self.trial(handover, &plan, eval)?;
         let outcome = if trial.uncheckable {
             Outcome::Skip
@@ -403,7 +403,7 @@ impl<S: Spawner> Python<'_, S> {
         merge_check(
             &mut eval.checks,
             Check {
-                name: check.into(),
+                name: check,
                 outcome,
                 evidence: format!("{what}: {result}"),
                 seconds: started.elapsed().as_secs_f64(),
@@ -425,7 +425,7 @@ impl<S: Spawner> Python<'_, S> {
         constants: &Map<String, Value>,
         index: u32,
     ) -> Result<(), Failed> {
-        const NAME: &str = "inputs.shape_perturbation";
+        const NAME: CheckName = CheckName::InputsShapePerturbation;
         let started = Instant::now();
         let chosen = self
             .facts
@@ -436,7 +436,7 @@ impl<S: Spawner> Python<'_, S> {
             merge_check(
                 &mut eval.checks,
                 Check {
-                    name: NAME.into(),
+                    name: NAME,
                     outcome: Outcome::Skip,
                     evidence: "no constant that only sizes the inputs".into(),
                     seconds: 0.0,
@@ -481,7 +481,7 @@ impl<S: Spawner> Python<'_, S> {
         merge_check(
             &mut eval.checks,
             Check {
-                name: NAME.into(),
+                name: NAME,
                 outcome,
                 evidence,
                 seconds: started.elapsed().as_secs_f64(),
@@ -561,16 +561,16 @@ fn failure(trial: &Trial, breach: Option<String>, at: &str) -> Option<Cause> {
 
 /// The first trial's checks that call forward again (`TrialPlan::second_calls`); KernelBench
 /// makes no second call.
-const SECOND_CALL_CHECKS: [&str; 2] = [INDEPENDENCE, "determinism.rerun"];
+const SECOND_CALL_CHECKS: [CheckName; 2] = [INDEPENDENCE, CheckName::DeterminismRerun];
 
 /// The check that a call returns memory of its own, which a static output breaks.
-pub(super) const INDEPENDENCE: &str = "outputs.independence";
+pub(super) const INDEPENDENCE: CheckName = CheckName::OutputsIndependence;
 
 /// `outputs.independence`'s failure as timing met it: a timed call handed out the output
 /// storage of an earlier one (`why`, the worker's message).
 pub(super) fn independence_breach(why: &str) -> Check {
     Check {
-        name: INDEPENDENCE.into(),
+        name: INDEPENDENCE,
         outcome: Outcome::Fail,
         evidence: format!("while timed: {why}"),
         seconds: 0.0,
@@ -590,7 +590,13 @@ const KERNELBENCH_LOOSEST: f64 = 1e-2;
 fn kernelbench_after(cause: &Cause) -> Option<bool> {
     match cause.decide() {
         (Verdict::Skipped | Verdict::Cheat | Verdict::Contract, _) => None,
-        (_, reason) if SECOND_CALL_CHECKS.iter().any(|c| reason.starts_with(c)) => None,
+        (_, reason)
+            if SECOND_CALL_CHECKS
+                .iter()
+                .any(|c| reason.starts_with(c.as_str())) =>
+        {
+            None
+        }
         _ => Some(false),
     }
 }

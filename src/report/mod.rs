@@ -122,6 +122,40 @@ pub(crate) mod tests {
         assert_eq!(back.config, record.config);
     }
 
+    /// A record names its checks by the strings it always wrote; one of an older kbench may name
+    /// a check this one does not know, and reads and writes back unchanged (`kbench merge`,
+    /// `kbench report`).
+    #[test]
+    fn check_names_round_trip_known_or_not() {
+        use crate::record::{Check, Outcome};
+        use crate::worker::CheckName;
+        let mut record = sample_record();
+        let check = |name: CheckName| Check {
+            name,
+            outcome: Outcome::Pass,
+            evidence: String::new(),
+            seconds: 0.0,
+            runs: 1,
+        };
+        record.evaluations[0].checks = vec![
+            check(CheckName::OutputsIndependence),
+            check(CheckName::Unknown("outputs.kept_copy".into())),
+        ];
+        let text = json::render(&record).unwrap();
+        let written = String::from_utf8(text.clone()).unwrap();
+        assert!(
+            written.contains(r#""name": "outputs.independence""#),
+            "{written}"
+        );
+        assert!(
+            written.contains(r#""name": "outputs.kept_copy""#),
+            "{written}"
+        );
+        let back = RunRecord::parse(&text).unwrap();
+        assert_eq!(back.evaluations, record.evaluations);
+        assert_eq!(json::render(&back).unwrap(), text);
+    }
+
     #[test]
     fn empty_csv_has_a_header() {
         let mut record = sample_record();

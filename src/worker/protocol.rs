@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::Sha256;
 
+use super::check_name::CheckName;
 use super::request::Request;
 
 pub const VERSION: u32 = 1;
@@ -144,7 +145,7 @@ pub fn request(body: &Request, nonce: &str) -> String {
 }
 
 /// The check a forged reply fails, named at the start of its reason.
-pub const FORGED: &str = "harness.result_channel_auth";
+pub const FORGED: CheckName = CheckName::HarnessResultChannelAuth;
 
 /// Why a reply line was not taken.
 #[derive(Debug, PartialEq)]
@@ -288,7 +289,7 @@ mod tests {
         ] {
             let failure = parse(&signed(line, KEY), "ab12", KEY).unwrap_err();
             assert!(
-                matches!(&failure, Unread::Forged(why) if why.starts_with(FORGED)),
+                matches!(&failure, Unread::Forged(why) if why.starts_with(FORGED.as_str())),
                 "{failure:?}"
             );
         }
@@ -309,7 +310,7 @@ mod tests {
         ] {
             let failure = parse(&line, "ab12", KEY).unwrap_err();
             assert!(
-                matches!(&failure, Unread::Forged(why) if why.starts_with(FORGED)),
+                matches!(&failure, Unread::Forged(why) if why.starts_with(FORGED.as_str())),
                 "{line}: {failure:?}"
             );
         }

@@ -133,7 +133,8 @@ impl Builder {
                 fields: self.fields(&def, None),
             };
         }
-        let shapes: Vec<Value> = match (def.get("oneOf"), def.get("enum")) {
+        // An enum with a variant left out of the schema (`CheckName::Unknown`) is an `anyOf`.
+        let shapes: Vec<Value> = match (def.get("oneOf").or(def.get("anyOf")), def.get("enum")) {
             (Some(Value::Array(shapes)), _) => shapes.clone(),
             (None, Some(_)) => vec![def.clone()],
             _ => panic!("{name}: a type the schema cannot say: {def}"),

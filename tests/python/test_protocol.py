@@ -9,6 +9,7 @@ of a role that handles that command (its modules and what they import)."""
 
 import ast
 import dataclasses
+import enum
 import json
 import os
 import re
@@ -119,7 +120,8 @@ def unwritten_replies(entries, roles):
 def mismatches(annotation, ty, types):
     """How the Python annotation `annotation` differs from the schema's type `ty` (empty when it
     does not): the scalars as `SCALARS`, `list<T>` as list[T], `map<T>` as dict[str, T],
-    `optional<T>` as Optional[T], an enum as a Literal of its values, a union as the TypedDict of
+    `optional<T>` as Optional[T], an enum as a Literal of its values (or an Enum of its name whose
+    members' values they are, in order), a union as the TypedDict of
     its tag and every shape's fields."""
     inner = re.fullmatch(r"(list|map|optional)<(.+)>", ty)
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
@@ -138,6 +140,9 @@ def mismatches(annotation, ty, types):
     definition = types[ty]
     if definition["kind"] == "enum":
         literal = origin is typing.Literal and list(args) == definition["values"]
+        named = isinstance(annotation, type) and issubclass(annotation, enum.Enum) and annotation.__name__ == ty
+        if named and [member.value for member in annotation] == definition["values"]:
+            return []
         return [] if literal else [f"{annotation} is not Literal{definition['values']} ({ty})"]
     if definition["kind"] == "union":
         return union_mismatches(annotation, ty, definition, types)
@@ -238,13 +243,23 @@ def test_a_field_added_dropped_renamed_or_retyped_is_reported():
     assert mismatches(list[float], "list<optional<number>>", types) != []
 
     class Check(typing.TypedDict, total=False):  # a reply's nested struct, one key retyped
-        name: str
+        name: messages.CheckName
         outcome: messages.Outcome
         evidence: str
         seconds: float
         runs: float
 
     assert mismatches(list[Check], "list<Check>", types) == ["Check.runs: <class 'float'> is not integer"]
+
+
+def test_the_check_names_are_the_schema_s():
+    """The workers name checks only by `messages.CheckName`, whose members are the schema's
+    `CheckName`, in its order; an enum of another name or with other values does not pass."""
+    types = schema()["types"]
+    assert [member.value for member in messages.CheckName] == types["CheckName"]["values"]
+    assert mismatches(messages.CheckName, "CheckName", types) == []
+    fewer = enum.StrEnum("CheckName", {"OUTPUTS_ALIAS": "outputs.alias"})
+    assert mismatches(fewer, "CheckName", types) != []
 
 
 def test_the_error_kinds_and_the_version_agree():

@@ -11,6 +11,7 @@ checks call forward again) keeps one entry: the most severe outcome, the time su
 import time
 
 from ..wire.errors import ContractError
+from ..wire.messages import CheckName
 
 # Order of severity when one check ran more than once in a request.
 SEVERITY = {"skip": 0, "pass": 1, "warn": 2, "fail": 3}
@@ -25,6 +26,7 @@ class Log:
         self.breach = None
 
     def add(self, name, outcome, evidence, seconds=0.0):
+        name = CheckName(name)  # a name not in the schema's list raises here, not in kbench
         entry = self._entries.get(name)
         if entry is None:
             self._entries[name] = {"name": name, "outcome": outcome, "evidence": evidence, "seconds": seconds}
