@@ -16,7 +16,6 @@ use crate::record::{Build, BuildStatus};
 use crate::submission::Submission;
 use crate::task::Task;
 use crate::untrusted::{self, Entry};
-use crate::verdict::drifted;
 use crate::worker::request::{Compile, Warm};
 use crate::worker::{ErrorKind, Failure, Link, Reply, Spawn};
 
@@ -43,6 +42,7 @@ fn unbuilt(log: String) -> Build {
         slot_compiled: None,
         cache_note: String::new(),
         compat: Vec::new(),
+        drift: None,
     }
 }
 
@@ -151,8 +151,9 @@ impl<S: Spawner> Python<'_, S> {
                 build.status = status;
                 build.message = message;
                 let failed = build.status == BuildStatus::Failed;
-                if failed && rewrite.is_none() && drifted(&build.message) {
-                    build.message = self.drift_or_own(task, submission, (dir, log), &build.message);
+                if failed && rewrite.is_none() && build.drift.is_some() {
+                    (build.message, build.drift) =
+                        self.drift_or_own(task, submission, (dir, log), build);
                 }
             }
         }
@@ -182,19 +183,21 @@ impl<S: Spawner> Python<'_, S> {
         Ok(self.import_and_warm(&spec, request, build))
     }
 
-    /// A build that failed for known toolchain drift (`message`, `environment: ...`) built once
-    /// more with the drift rewritten (`--compat`'s rewrite), in a scratch folder beside `dir`
-    /// removed after: the toolchain is the cause only where the rewritten source builds. The
-    /// message to keep: the drift's, saying that `--compat` builds it; or, where the rewritten
-    /// source fails too, that failure, the kernel's own (no longer `environment`: it would fail
-    /// on any torch). Where the second build could not be tried, the drift's as it was.
+    /// A build that failed for known toolchain drift (`build.drift`; its message
+    /// `environment: ...`) built once more with the drift rewritten (`--compat`'s rewrite), in a
+    /// scratch folder beside `dir` removed after: the toolchain is the cause only where the
+    /// rewritten source builds. The message and drift to keep: the drift's, the message saying
+    /// that `--compat` builds it; or, where the rewritten source fails too, that failure, the
+    /// kernel's own, without the drift (no longer `environment`: it would fail on any torch).
+    /// Where the second build could not be tried, the drift's as they were.
     fn drift_or_own(
         &self,
         task: &Task,
         submission: &Submission,
         (dir, log): (&Path, &Path),
-        message: &str,
-    ) -> String {
+        build: &Build,
+    ) -> (String, Option<String>) {
+        let (message, drift) = (build.message.as_str(), build.drift.clone());
         let scratch = dir.with_extension("drift");
         let log = log.with_extension("compat.log");
         let _ = std::fs::remove_dir_all(&scratch);
@@ -207,17 +210,19 @@ impl<S: Spawner> Python<'_, S> {
                 self.compile_once(task, submission, (&scratch, &log), rewrite, &mut second)
             });
         let _ = std::fs::remove_dir_all(&scratch);
-        let (drift, rest) = message.split_once("; ").unwrap_or((message, ""));
+        // The message's words for the drift (`environment: ...`), then the build's own error.
+        let (said, rest) = message.split_once("; ").unwrap_or((message, ""));
+        let rewrites = second.compat.join(", ");
         match tried {
-            Ok(Ok(_)) => format!(
-                "{drift}; with the drift rewritten it builds ({}): run with --compat to judge it; {rest}",
-                second.compat.join(", ")
+            Ok(Ok(_)) => (
+                format!("{said}; with the drift rewritten it builds ({rewrites}): run with --compat to judge it; {rest}"),
+                drift,
             ),
-            Ok(Err((BuildStatus::Failed, own))) => format!(
-                "with the toolchain's drift rewritten ({}) the build still fails, for the kernel's own reason: {own}",
-                second.compat.join(", ")
+            Ok(Err((BuildStatus::Failed, own))) => (
+                format!("with the toolchain's drift rewritten ({rewrites}) the build still fails, for the kernel's own reason: {own}"),
+                None,
             ),
-            _ => message.to_string(),
+            _ => (message.to_string(), drift),
         }
     }
 
@@ -304,6 +309,7 @@ impl<S: Spawner> Python<'_, S> {
         match reply {
             Ok(Reply::Ok(v)) => Ok(v),
             Ok(Reply::Err(e)) if e.kind == ErrorKind::Syntax || e.kind == ErrorKind::Build => {
+                build.drift = e.drift;
                 Err((BuildStatus::Failed, e.message))
             }
             Ok(Reply::Err(e)) => Err((BuildStatus::ImportFailed, e.message)),
@@ -320,6 +326,8 @@ impl<S: Spawner> Python<'_, S> {
         h.update(&self.build_key);
         // What the pool runs of a submission (a build folder of an older pool may lack builds).
         h.update("pool: import, construct, forward");
+        // A record of an older kbench says toolchain drift only in its message: built again.
+        h.update("drift: a field of the build record");
         h.update(self.config.overrides_json().to_string());
         self.config
             .cache

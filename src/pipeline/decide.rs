@@ -44,6 +44,7 @@ pub(super) fn early(task: &Task, submission: &Submission) -> Evaluation {
 /// a build the workers evaluate (an import failure included: the candidate's load says why).
 pub(super) fn build_failure(build: &Build) -> Option<Cause> {
     match build.status {
+        BuildStatus::Failed if build.drift.is_some() => Some(Cause::Drifted(build.message.clone())),
         BuildStatus::Failed => Some(Cause::BuildFailed(build.message.clone())),
         BuildStatus::Timeout => Some(Cause::BuildTimedOut(build.message.clone())),
         BuildStatus::Crashed => Some(Cause::BuildCrashed(build.message.clone())),

@@ -109,6 +109,8 @@ mod scripted {
             message: message.into(),
             fatal: false,
             traceback: None,
+            drift: None,
+            check: None,
         }
     }
 
@@ -576,10 +578,13 @@ mod scripted {
         // alone (`kernelbench.environment`), which make none either.
         fn rerun_differs(request: &Request) -> Answer {
             match request {
-                Request::Trial(t) if t.deep => fake::err(error(
-                    ErrorKind::Output,
-                    "determinism.rerun: output 0 differs between two calls on the same inputs",
-                )),
+                Request::Trial(t) if t.deep => fake::err(WorkerError {
+                    check: Some(crate::worker::CheckName::DeterminismRerun),
+                    ..error(
+                        ErrorKind::Output,
+                        "determinism.rerun: output 0 differs between two calls on the same inputs",
+                    )
+                }),
                 other => candidate(other),
             }
         }

@@ -588,12 +588,12 @@ const KERNELBENCH_LOOSEST: f64 = 1e-2;
 /// breach of the module contract or a failed second call: checks KernelBench does not make,
 /// which end the trial before its first call's outputs are compared).
 fn kernelbench_after(cause: &Cause) -> Option<bool> {
-    match cause.decide() {
+    match (cause.decide().0, cause) {
         (Verdict::Skipped | Verdict::Cheat | Verdict::Contract, _) => None,
-        (_, reason)
-            if SECOND_CALL_CHECKS
-                .iter()
-                .any(|c| reason.starts_with(c.as_str())) =>
+        (_, Cause::Raised(e))
+            if e.check
+                .as_ref()
+                .is_some_and(|c| SECOND_CALL_CHECKS.contains(c)) =>
         {
             None
         }

@@ -156,6 +156,32 @@ pub(crate) mod tests {
         assert_eq!(json::render(&back).unwrap(), text);
     }
 
+    /// Drift is a field of the build record; one of an older kbench has it only in its message's
+    /// words, reads with none, and keeps the verdict it was given (`kbench merge` and `kbench
+    /// report` decide nothing again).
+    #[test]
+    fn an_older_build_record_reads_without_drift_and_keeps_its_verdict() {
+        use crate::verdict::Verdict;
+        let mut record = sample_record();
+        let eval = &mut record.evaluations[0];
+        eval.verdict = Verdict::Environment;
+        let build = eval.build.as_mut().unwrap();
+        build.message = "environment: the installed nvcc no longer supports compute_70 (--compat raises it); extension 'x' failed to build".into();
+        build.drift =
+            Some("the installed nvcc no longer supports compute_70 (--compat raises it)".into());
+        let text = String::from_utf8(json::render(&record).unwrap()).unwrap();
+        assert!(text.contains(r#""drift": "the installed nvcc"#), "{text}");
+        let mut older: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let removed = older["evaluations"][0]["build"]
+            .as_object_mut()
+            .unwrap()
+            .remove("drift");
+        assert!(removed.is_some());
+        let back = RunRecord::parse(older.to_string().as_bytes()).unwrap();
+        assert_eq!(back.evaluations[0].build.as_ref().unwrap().drift, None);
+        assert_eq!(back.evaluations[0].verdict, Verdict::Environment);
+    }
+
     #[test]
     fn empty_csv_has_a_header() {
         let mut record = sample_record();

@@ -68,6 +68,15 @@ pub struct WorkerError {
     pub fatal: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceback: Option<String>,
+    /// A build that failed on known toolchain drift: what of the toolchain moved (the worker's
+    /// `cause.drifted`), which makes it `environment`'s, not the kernel's. The message says it
+    /// too, for people; the verdict reads this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<String>,
+    /// The runtime check whose finding the error is (wrong outputs a check proved), where one
+    /// ran it: the message names it too, for people; kbench reads this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<CheckName>,
 }
 
 /// A parsed reply: the body on success (JSON, or a command's typed reply), the worker's error

@@ -1196,6 +1196,36 @@ def test_log_keeps_one_entry_per_check_with_the_worst_outcome():
     ]
 
 
+def test_log_names_the_check_that_proved_the_outputs_wrong():
+    """The error record says which check proved the outputs wrong (`check`; kbench reads it, not
+    the message): the innermost one that ran, not one whose call only passed the error on."""
+    log = Log()
+
+    def differs():
+        raise OutputCheckError("determinism.rerun: output 0 differs")
+
+    def mistyped():
+        raise OutputTypeError("outputs.exact_type: output 0 is a list")
+
+    def second_call():
+        log.run(CheckName.OUTPUTS_EXACT_TYPE, mistyped)
+
+    def raises():
+        raise RuntimeError("forward fails")
+
+    for check, run, named in [
+        (CheckName.DETERMINISM_RERUN, differs, "determinism.rerun"),
+        (CheckName.OUTPUTS_INDEPENDENCE, second_call, "outputs.exact_type"),
+    ]:
+        with pytest.raises((OutputCheckError, OutputTypeError)) as raised:
+            log.run(check, run)
+        record = errors.classify(raised.value, "forward")
+        assert (record["kind"], record["check"]) == ("output", named)
+    with pytest.raises(RuntimeError) as raised:
+        log.run(CheckName.OUTPUTS_INDEPENDENCE, raises)
+    assert "check" not in errors.classify(raised.value, "forward"), "the forward's own error names no check"
+
+
 def test_log_takes_only_the_schema_s_check_names():
     log = Log()
     log.add("outputs.alias", "pass", "a name as kbench writes it is the member")

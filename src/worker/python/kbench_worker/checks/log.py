@@ -10,7 +10,7 @@ checks call forward again) keeps one entry: the most severe outcome, the time su
 
 import time
 
-from ..wire.errors import ContractError
+from ..wire.errors import ContractError, OutputCheckError, OutputTypeError
 from ..wire.messages import CheckName
 
 # Order of severity when one check ran more than once in a request.
@@ -37,14 +37,19 @@ class Log:
 
     def run(self, name, check, *args):
         """Call ``check(*args)``, which returns (outcome, evidence), and record it with its time.
-        An exception (the check's verdict) propagates and records nothing, except a breach of
-        the module contract: a failure, kept in ``breach``."""
+        An exception (the check's verdict) propagates and records nothing, naming the check where
+        it proves the outputs wrong (``check``, the error record's), except a breach of the
+        module contract: a failure, kept in ``breach``."""
         started = time.perf_counter()
         try:
             outcome, evidence = check(*args)
         except ContractError as exc:
             self.breach = self.breach or str(exc)
             outcome, evidence = "fail", str(exc)
+        except (OutputCheckError, OutputTypeError) as exc:
+            # Wrong outputs this check proved, unless a check it ran (a second call's) did first.
+            exc.check = getattr(exc, "check", None) or CheckName(name)
+            raise
         self.add(name, outcome, evidence, time.perf_counter() - started)
 
     def entries(self):

@@ -295,7 +295,7 @@ def load_error(exc):
     if isinstance(exc, LookupError) and "ModelNew" in str(exc):
         return error("no_model_new", str(exc))
     if cause.is_build_failure(exc):
-        return error("build", cause.build_message(exc), exc)
+        return errors.build_error(exc)
     return errors.classify(exc, "load")
 
 

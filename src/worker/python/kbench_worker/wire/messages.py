@@ -324,6 +324,7 @@ class Check(TypedDict, total=False):
 
 class BuildFailure(TypedDict, total=False):
     cause: str
+    drift: Optional[str]
     extension: str
     phase: str
 
