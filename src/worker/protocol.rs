@@ -61,6 +61,7 @@ pub enum ErrorKind {
 
 /// An error a worker reports about the code it ran.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct WorkerError {
     pub kind: ErrorKind,
     pub message: String,

@@ -3,7 +3,8 @@ Rust side sends and reads, typed (a Rust test derives it from kbench's types and
 current): every command it sends is in some role's table (`commands(channel)` in each worker
 module) and every table entry is sent; each command's request class and reply TypedDict in
 `kbench_worker.wire.messages` has exactly the schema's fields with the schema's types, and so do the
-enums, structs and the input variant they use; the error kinds and the version agree; the handlers read only fields of their
+enums, structs and the input variant they use; the error kinds, the error record's fields
+(`WorkerError`) and the version agree; the handlers read only fields of their
 requests, and read every one; every reply field kbench reads for a command is written by the code
 of a role that handles that command (its modules and what they import)."""
 
@@ -26,7 +27,7 @@ from kbench_worker.roles import compile as pool
 from kbench_worker.static_check import entry as static_entry
 from kbench_worker.timing import modes
 from kbench_worker.wire import messages
-from kbench_worker.wire.protocol import PROTOCOL_VERSION, Channel
+from kbench_worker.wire.protocol import PROTOCOL_VERSION, Channel, error
 
 WORKER = ROOT / "src" / "worker" / "python" / "kbench_worker"
 # Each role, and the modules whose handlers read its requests (timing/modes.py serves
@@ -260,6 +261,15 @@ def test_the_check_names_are_the_schema_s():
     assert mismatches(messages.CheckName, "CheckName", types) == []
     fewer = enum.StrEnum("CheckName", {"OUTPUTS_ALIAS": "outputs.alias"})
     assert mismatches(fewer, "CheckName", types) != []
+
+
+def test_the_error_record_has_the_schema_s_fields_and_error_writes_them():
+    protocol = schema()
+    assert reply_mismatches(messages.WorkerError, protocol["error"], protocol["types"]) == []
+    record = error("build", "m", RuntimeError("x"), fatal=True, drift="d", check=messages.CheckName.OUTPUTS_ALIAS)
+    assert set(record) == {field["name"] for field in protocol["error"]}
+    assert json.loads(json.dumps(record))["check"] == "outputs.alias"
+    assert set(error("forward", "m")) == {"kind", "message", "fatal"}
 
 
 def test_the_error_kinds_and_the_version_agree():

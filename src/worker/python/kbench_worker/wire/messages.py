@@ -314,6 +314,18 @@ class CheckName(StrEnum):
 Severity = Literal["info", "warning", "error"]
 
 
+class WorkerError(TypedDict, total=False):
+    """A worker's error record (`protocol.error`): ``drift`` and ``check`` are what kbench's
+    verdict reads of a build on known toolchain drift and of wrong outputs a check proved."""
+
+    check: Optional[CheckName]
+    drift: Optional[str]
+    fatal: bool
+    kind: ErrorKind
+    message: str
+    traceback: Optional[str]
+
+
 class Check(TypedDict, total=False):
     evidence: str
     name: CheckName
