@@ -214,6 +214,45 @@ class gpu_slot:
 # ---- the parent -------------------------------------------------------------------------------
 
 
+def run_tolerance(args, row, tol, left):
+    """One tolerance of the row ``(name, ref, custom)`` in a process of its own, given ``left``
+    seconds: its exit code (None where it ran out of time, killed with its process group) and
+    the results it wrote."""
+    name, ref, custom = row
+    spec = {
+        "upstream": os.path.abspath(args.upstream),
+        "ref": ref,
+        "custom": custom,
+        "tolerances": [tol],
+        "build_dir": os.path.join(args.work, "build", name),
+        "slots": os.path.join(args.work, "slots"),
+        "gpu_jobs": args.gpu_jobs,
+        "result": os.path.join(args.work, f"{name}.{tol!r}.result.json"),
+    }
+    if os.path.exists(spec["result"]):
+        os.remove(spec["result"])
+    spec_path = os.path.join(args.work, f"{name}.{tol!r}.spec.json")
+    with open(spec_path, "w", encoding="utf-8") as f:
+        json.dump(spec, f)
+    with open(os.path.join(args.work, f"{name}.{tol!r}.log"), "w") as log:
+        child = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), args.corpus, "--row", spec_path],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            rc = child.wait(timeout=left)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            rc = None
+    if not os.path.exists(spec["result"]):
+        return rc, {}
+    with open(spec["result"], encoding="utf-8") as f:
+        return rc, json.load(f)
+
+
 def run_all(args, rows):
     deadline = time.monotonic() + args.limit_s if args.limit_s else None
     lock = threading.Lock()
@@ -239,37 +278,8 @@ def run_all(args, rows):
             if left <= 0:
                 rc = None
                 break
-            spec = {
-                "upstream": os.path.abspath(args.upstream),
-                "ref": ref,
-                "custom": custom,
-                "tolerances": [tol],
-                "build_dir": os.path.join(args.work, "build", name),
-                "slots": os.path.join(args.work, "slots"),
-                "gpu_jobs": args.gpu_jobs,
-                "result": os.path.join(args.work, f"{name}.{tol!r}.result.json"),
-            }
-            if os.path.exists(spec["result"]):
-                os.remove(spec["result"])
-            spec_path = os.path.join(args.work, f"{name}.{tol!r}.spec.json")
-            with open(spec_path, "w", encoding="utf-8") as f:
-                json.dump(spec, f)
-            with open(os.path.join(args.work, f"{name}.{tol!r}.log"), "w") as log:
-                child = subprocess.Popen(
-                    [sys.executable, os.path.abspath(__file__), args.corpus, "--row", spec_path],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-                try:
-                    rc = child.wait(timeout=left)
-                except subprocess.TimeoutExpired:
-                    os.killpg(child.pid, signal.SIGKILL)
-                    child.wait()
-                    rc = None
-            if os.path.exists(spec["result"]):
-                with open(spec["result"], encoding="utf-8") as f:
-                    results.update(json.load(f))
+            rc, found = run_tolerance(args, (name, ref, custom), tol, left)
+            results.update(found)
             if rc is None:
                 break
         if rc is None and left < args.row_timeout:

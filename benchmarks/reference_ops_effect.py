@@ -52,6 +52,9 @@ def replay(profile):
 
 
 def main(paths):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src" / "worker" / "python"))
+    from kbench_worker.wire.messages import CheckName  # standard library only
+
     empty = []
     for path in paths:
         record = load(path)
@@ -69,7 +72,7 @@ def main(paths):
                 turns, why = replay(row["profile"])
                 (turned if turns else stays).append(f"{name}: {why}")
                 continue
-            found = next((SHARE.search(c["evidence"]) for c in row.get("checks", []) if c["name"] == "profile.library_share"), None)
+            found = next((SHARE.search(c["evidence"]) for c in row.get("checks", []) if c["name"] == CheckName.PROFILE_LIBRARY_SHARE), None)
             if found is None:
                 stays.append(f"{name}: no profile (CPU)")
                 continue

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::stats::{Decision, Speedup};
 use crate::task::TaskId;
 use crate::verdict::Verdict;
+use crate::worker::CheckName;
 
 #[cfg(test)]
 pub(crate) mod fixtures;
@@ -259,6 +260,12 @@ pub struct Build {
     /// `--compat`'s rewrites of the staged copy, each `what (N places)` (`compat`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub compat: Vec<String>,
+    /// A failed build's known toolchain drift, what of the toolchain moved (the worker's
+    /// `WorkerError::drift`, kept where the build with the drift rewritten builds): the
+    /// verdict is `environment`. Records written before it was recorded have none; their
+    /// verdicts are recorded with them and are not decided again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -342,7 +349,7 @@ pub struct Ceilings {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Check {
-    pub name: String,
+    pub name: CheckName,
     pub outcome: Outcome,
     pub evidence: String,
     /// Time the check cost, outside any timed region.

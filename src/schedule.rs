@@ -257,6 +257,7 @@ mod tests {
                 slot_compiled: None,
                 cache_note: String::new(),
                 compat: Vec::new(),
+                drift: None,
             }
         }
 

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use crate::error::{Error, Result};
 use crate::task::Task;
 use crate::worker::request::{Command, Inspect};
-use crate::worker::{Link, Reply, Spawn, Worker};
+use crate::worker::{CheckName, Link, Reply, Spawn, Worker};
 
 /// The slowest tasks (LSTMs, unrolled step by step on the meta device) take ~30 s.
 const INSPECT_DEADLINE: Duration = Duration::from_secs(300);
@@ -80,7 +80,7 @@ impl TaskFacts {
     /// on without what they would have given (shape perturbation, degenerate-task flags).
     pub fn check(&self) -> Option<crate::record::Check> {
         (!self.errors.is_empty()).then(|| crate::record::Check {
-            name: "task.facts".into(),
+            name: CheckName::TaskFacts,
             outcome: crate::record::Outcome::Warn,
             evidence: self.errors.join("; "),
             seconds: 0.0,
@@ -276,7 +276,7 @@ mod tests {
         .unwrap();
         assert!(facts.degenerate.is_empty() && facts.input_only_constants.is_empty());
         let check = facts.check().unwrap();
-        assert_eq!(check.name, "task.facts");
+        assert_eq!(check.name.as_str(), "task.facts");
         assert_eq!(check.outcome, crate::record::Outcome::Warn);
         assert!(check.evidence.contains("no scale.toml"));
         assert!(TaskFacts::default().check().is_none());

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::reference_ops::{brief, ReferenceOps};
-use crate::worker::{ErrorKind, Failure, WorkerError};
+use crate::worker::{CheckName, ErrorKind, Failure, WorkerError};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -23,7 +23,8 @@ pub enum Verdict {
     /// keeps state between calls. The reason names the check and its evidence.
     Contract,
     /// Not judged on its merits: the kernel needs an API or an architecture the installed
-    /// toolchain no longer has (the reason starts with `environment: `, naming the drift).
+    /// toolchain no longer has (the worker says so in a field of its own, `drift`; the reason
+    /// starts with `environment: `, naming it).
     Environment,
     /// Python syntax error or an extension that failed to build.
     CompileError,
@@ -79,6 +80,8 @@ impl std::fmt::Display for Verdict {
 pub enum Cause {
     /// The build failed: a syntax error or an extension that did not compile (its message).
     BuildFailed(String),
+    /// The build failed on known toolchain drift (`Build::drift`): its message.
+    Drifted(String),
     /// The build got no reply within its deadline.
     BuildTimedOut(String),
     /// The compile worker died, or could not be started.
@@ -135,10 +138,8 @@ impl Cause {
     /// The verdict and its reason: the one map from what happened to a verdict.
     pub fn decide(&self) -> (Verdict, String) {
         match self {
-            Cause::BuildFailed(message) if drifted(message) => {
-                (Verdict::Environment, message.clone())
-            }
             Cause::BuildFailed(message) => (Verdict::CompileError, message.clone()),
+            Cause::Drifted(message) => (Verdict::Environment, message.clone()),
             Cause::BuildTimedOut(message) => (Verdict::Timeout, format!("build: {message}")),
             Cause::BuildCrashed(message) => (Verdict::Crashed, format!("build: {message}")),
             Cause::Raised(e) => (of_worker_error(e), e.message.clone()),
@@ -193,19 +194,10 @@ impl Cause {
     }
 }
 
-/// The stable prefix of a build cause that is known toolchain drift (the worker's
-/// `cause.drift`): an API or an architecture the installed toolchain no longer has.
-const ENVIRONMENT: &str = "environment: ";
-
-/// Whether a build's cause is known toolchain drift.
-pub fn drifted(cause: &str) -> bool {
-    cause.starts_with(ENVIRONMENT)
-}
-
 /// The verdict for an error the candidate's code raised.
 fn of_worker_error(error: &WorkerError) -> Verdict {
     match error.kind {
-        ErrorKind::Build if drifted(&error.message) => Verdict::Environment,
+        ErrorKind::Build if error.drift.is_some() => Verdict::Environment,
         ErrorKind::Syntax | ErrorKind::Build => Verdict::CompileError,
         ErrorKind::Output => Verdict::Incorrect,
         ErrorKind::Contract => Verdict::Contract,
@@ -263,8 +255,12 @@ pub struct BuildFailure {
     pub extension: String,
     /// Where the submission was: `import`, `__init__` or `forward`.
     pub phase: String,
-    /// One line: `extension 'x' failed to build: <first compiler error>`.
+    /// One line: `extension 'x' failed to build: <first compiler error>`, after the drift's
+    /// `environment: ...; ` where there is one.
     pub cause: String,
+    /// Known toolchain drift the build failed on (as `WorkerError::drift`).
+    #[serde(default)]
+    pub drift: Option<String>,
 }
 
 /// What the candidate worker saw of a correct submission's kernels, and the profile of one call.
@@ -311,7 +307,7 @@ fn judge_kernels(k: &KernelEvidence) -> (Verdict, String) {
     if k.kernels.is_empty() {
         return match k.build_failures.first() {
             Some(f) => (
-                if drifted(&f.cause) {
+                if f.drift.is_some() {
                     Verdict::Environment
                 } else {
                     Verdict::NoKernel
@@ -325,7 +321,7 @@ fn judge_kernels(k: &KernelEvidence) -> (Verdict, String) {
         };
     }
     if let Some(evidence) = &k.unmapped {
-        return no_kernel(format!("kernels.mapped: {evidence}"));
+        return no_kernel(format!("{}: {evidence}", CheckName::KernelsMapped));
     }
     let ran_nothing = k.custom_ms == Some(0.0) && k.total_ms.is_some_and(|t| t > 0.0);
     if ran_nothing && !k.defined.is_empty() {
@@ -338,14 +334,15 @@ fn judge_kernels(k: &KernelEvidence) -> (Verdict, String) {
     let judged = k.total_ms.is_none_or(|t| t >= LIBRARY_JUDGED_FROM_MS);
     match (k.library_share, k.library_limit) {
         (Some(share), Some(limit)) if share > limit && judged => no_kernel(format!(
-            "profile.library_share: {:.0} % of GPU time is in library kernels (cuBLAS, cuDNN, ATen), above the {} policy's {:.0} %",
+            "{}: {:.0} % of GPU time is in library kernels (cuBLAS, cuDNN, ATen), above the {} policy's {:.0} %",
+            CheckName::ProfileLibraryShare,
             share * 100.0,
             k.policy,
             limit * 100.0
         )),
         _ => match (judge_reuse(k, judged), &k.library_made) {
             ((Verdict::Pass, _), Some(evidence)) => {
-                no_kernel(format!("profile.library_output: {evidence}"))
+                no_kernel(format!("{}: {evidence}", CheckName::ProfileLibraryOutput))
             }
             (judged, _) => judged,
         },
@@ -374,7 +371,8 @@ fn judge_reuse(k: &KernelEvidence, judged: bool) -> (Verdict, String) {
     (
         Verdict::NoKernel,
         format!(
-            "profile.reference_ops: the candidate's call ran every kernel launch of the reference's ({} of {} kernel(s)), and its own kernels took {:.0} % of its {:.3} ms GPU time, below the {} policy's {:.0} %: the reference's ops did the work ({})",
+            "{}: the candidate's call ran every kernel launch of the reference's ({} of {} kernel(s)), and its own kernels took {:.0} % of its {:.3} ms GPU time, below the {} policy's {:.0} %: the reference's ops did the work ({})",
+            CheckName::ProfileReferenceOps,
             ops.launches,
             ops.kernels.len(),
             (1.0 - share) * 100.0,
@@ -397,6 +395,8 @@ mod tests {
             message: String::new(),
             fatal: false,
             traceback: None,
+            drift: None,
+            check: None,
         };
         assert_eq!(
             of_worker_error(&e(ErrorKind::Syntax)),
@@ -427,6 +427,17 @@ mod tests {
             message: message.into(),
             fatal: false,
             traceback: None,
+            drift: None,
+            check: None,
+        }
+    }
+
+    /// A build error on known toolchain drift, as the worker sends it: the drift in its field,
+    /// and in the message's words.
+    fn drifted(drift: &str, rest: &str) -> WorkerError {
+        WorkerError {
+            drift: Some(drift.into()),
+            ..error(ErrorKind::Build, &format!("environment: {drift}; {rest}"))
         }
     }
 
@@ -482,20 +493,26 @@ mod tests {
             ),
             (C::Raised(error(K::Build, "nvcc")), V::CompileError, "nvcc"),
             (
-                C::BuildFailed("environment: the installed nvcc no longer supports compute_70 (--compat raises it); extension 'x' failed to build: nvcc fatal".into()),
+                C::Drifted("environment: the installed nvcc no longer supports compute_70 (--compat raises it); extension 'x' failed to build: nvcc fatal".into()),
                 V::Environment,
                 "environment: the installed nvcc no longer supports compute_70",
             ),
             (
-                C::Raised(error(K::Build, "environment: the kernel uses AT_DISPATCH on x.type(), which torch 2.11 removed (use x.scalar_type()); extension 'x' failed to build")),
+                C::Raised(drifted("the kernel uses AT_DISPATCH on x.type(), which torch 2.11 removed (use x.scalar_type())", "extension 'x' failed to build")),
                 V::Environment,
                 "environment: the kernel uses AT_DISPATCH on x.type()",
             ),
             (
-                // The prefix, not a mention, marks drift.
-                C::BuildFailed("extension 'environment: x' failed to build".into()),
+                // The type decides, not the words: a message that says `environment: ` without
+                // the worker's drift is the kernel's own failure.
+                C::BuildFailed("environment: the installed nvcc no longer supports compute_70 (--compat raises it); extension 'x' failed to build: nvcc fatal".into()),
                 V::CompileError,
-                "extension 'environment: x'",
+                "environment: the installed nvcc",
+            ),
+            (
+                C::Raised(error(K::Build, "environment: x; extension 'x' failed to build")),
+                V::CompileError,
+                "environment: x;",
             ),
             (
                 C::Raised(error(K::Contract, "forward: RuntimeError: Error: accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run.")),
@@ -654,7 +671,9 @@ mod tests {
             extension: "ext".into(),
             phase: "__init__".into(),
             cause: "extension 'ext' failed to build: nvcc fatal : Unsupported gpu architecture 'compute_70'".into(),
+            drift: None,
         };
+        let drift = "the installed nvcc no longer supports compute_70 (--compat raises it)";
         let built = || KernelEvidence {
             kernels: vec!["cpp_extension.load_inline:ext".into()],
             defined: vec!["relu_kernel".into()],
@@ -674,13 +693,26 @@ mod tests {
             (
                 KernelEvidence {
                     build_failures: vec![BuildFailure {
-                        cause: format!("environment: the installed nvcc no longer supports compute_70 (--compat raises it); {}", failure.cause),
+                        cause: format!("environment: {drift}; {}", failure.cause),
+                        drift: Some(drift.into()),
                         ..failure.clone()
                     }],
                     ..KernelEvidence::default()
                 },
                 Verdict::Environment,
                 "environment: the installed nvcc no longer supports compute_70 (--compat raises it); extension 'ext' failed to build: nvcc fatal : Unsupported gpu architecture 'compute_70' (in __init__), and the module fell back to PyTorch",
+            ),
+            (
+                // The words without the worker's drift: the kernel's own failure.
+                KernelEvidence {
+                    build_failures: vec![BuildFailure {
+                        cause: format!("environment: {drift}; {}", failure.cause),
+                        ..failure.clone()
+                    }],
+                    ..KernelEvidence::default()
+                },
+                Verdict::NoKernel,
+                "environment: the installed nvcc",
             ),
             (built(), Verdict::Pass, ""),
             (
@@ -883,6 +915,8 @@ mod tests {
             message: "CUDA out of memory".into(),
             fatal: false,
             traceback: None,
+            drift: None,
+            check: None,
         };
         assert!(Cause::Raised(e(ErrorKind::Oom)).out_of_memory());
         assert!(Cause::ReferenceError(ReferenceStep::Check, e(ErrorKind::Oom)).out_of_memory());

@@ -178,7 +178,8 @@ fn matmul(cells: Option<&Vec<(String, f64)>>) -> Option<f64> {
     cells?.iter().find(|(c, _)| c == MATMUL).map(|(_, v)| *v)
 }
 
-pub fn read(src: &Path, gpu: &str, selection: &Selection) -> Result<Import> {
+/// The kernels' folder of `--gpu`'s CUDA-L2 results below `src`, relative to it.
+fn kernels_folder(src: &Path, gpu: &str) -> Result<PathBuf> {
     if python::arch(gpu).is_none() {
         eprintln!("kbench: --gpu {gpu}: unknown to kbench; its kernels are built for sm_90a");
     }
@@ -189,8 +190,127 @@ pub fn read(src: &Path, gpu: &str, selection: &Selection) -> Result<Import> {
             src.display()
         )));
     }
+    Ok(kernels_dir)
+}
+
+/// Each shape's task number: its row in the offline table, so that any subset numbers its
+/// tasks alike; shapes the table does not list after them.
+fn task_ids(offline: Option<&Table>, all: &BTreeMap<Shape, PathBuf>) -> BTreeMap<String, u32> {
+    let listed: Vec<String> = offline.map(|t| t.order.clone()).unwrap_or_default();
+    let unlisted = all
+        .keys()
+        .map(|s| sample::name(*s))
+        .filter(|n| !listed.contains(n));
+    listed.iter().cloned().chain(unlisted).zip(1..).collect()
+}
+
+/// How a kernel's source is called from Python: the GPU and the pybind glue's entry point and
+/// its declaration.
+struct Glue<'a> {
+    gpu: &'a str,
+    entry: &'a str,
+    declaration: &'a str,
+}
+
+/// The kernel of `shape` at `path` (below `src`) as task `id`: its task and submission added to
+/// `import`; the submission's path and what its source declares. None where it was left out
+/// (said in `import`).
+fn add_kernel(
+    import: &mut Import,
+    src: &Path,
+    (shape, path): (Shape, &Path),
+    id: TaskId,
+    glue: &Glue<'_>,
+) -> Option<(String, source::Facts)> {
+    let at = format!("{}", path.display());
+    let code = match untrusted::read_regular_beneath(src, path, SOURCE_CAP) {
+        Ok(bytes) => String::from_utf8(bytes),
+        Err(e) => {
+            import.unread(at, e);
+            return None;
+        }
+    };
+    let code = code
+        .map_err(|e| import.skip(&at, format!("unreadable: {e}")))
+        .ok()?;
+    let facts = source::read(&code, glue.entry, shape);
+    let task_name = format!("{}_HGEMM_{}", id.number, sample::name(shape));
+    let task = python::task(shape, glue.gpu, facts.layout);
+    if let Err(why) = import.add_task(id, &task_name, &task, &at) {
+        import.skip(at, why);
+        return None;
+    }
+    let code = python::submission(shape, glue.gpu, glue.entry, glue.declaration, &facts, &code);
+    Some((import.add_submission(id, &task_name, None, code), facts))
+}
+
+/// The published rows of task `id` (its submission `submission`), against torch.matmul in each
+/// of the tables' modes, from its cells of the offline and server tables.
+fn add_rows(
+    import: &mut Import,
+    (id, submission): (TaskId, &str),
+    offline_cells: Option<&Vec<(String, f64)>>,
+    server_cells: Option<&Vec<(String, f64)>>,
+) {
+    let row = |speedup, cells: Option<&Vec<(String, f64)>>, column: &str| PublishedRow {
+        level: id.level,
+        problem_id: id.number,
+        submission: submission.into(),
+        correct: None,
+        speedup,
+        speedup_column: column.into(),
+        speedup_vs_compile: None,
+        speedup_vs_compile_column: String::new(),
+        other_speedups: cells.map(|c| others(c, "")).unwrap_or_default(),
+        system: "cuda-l2".into(),
+    };
+    import.rows.push(row(
+        matmul(offline_cells),
+        offline_cells,
+        "torch.matmul (offline)",
+    ));
+    import.server_rows.push(row(
+        matmul(server_cells),
+        server_cells,
+        "torch.matmul (server)",
+    ));
+}
+
+/// kernels.csv's columns: what each kernel's source declares.
+const SIDECAR_HEADER: &str = "level,problem_id,shape,submission,layout,padding,accumulator,\
+                              accumulator_evidence,private_stream,cublas,arch_specific\n";
+
+/// kernels.csv's line of task `id`, the shape `name`, its submission and its source's `facts`.
+fn sidecar_line(id: TaskId, name: &str, submission: &str, facts: &source::Facts) -> String {
+    let layout = match facts.layout {
+        Layout::RowMajor => "b",
+        Layout::ColMajor => "b_col_major",
+        Layout::Both => "b+b_col_major",
+    };
+    let [pm, pn, pk] = facts.padding;
+    format!(
+        "{},{},{name},{submission},{layout},{pm}_{pn}_{pk},{},\"{}\",{},{},{}\n",
+        id.level,
+        id.number,
+        facts.accumulator.name(),
+        facts.accumulator_evidence.replace('"', "'"),
+        facts.private_stream,
+        facts.cublas,
+        facts.arch_specific,
+    )
+}
+
+/// The CUDA-L2 results of `gpu` at `src` (selected by `selection`) as an import: a task and a
+/// submission per kernel, the published rows of both modes, and kernels.csv.
+pub fn read(src: &Path, gpu: &str, selection: &Selection) -> Result<Import> {
+    let kernels_dir = kernels_folder(src, gpu)?;
     let glue = Path::new("pybind").join(format!("hgemm_{gpu}_fp32.cc"));
     let (entry, declaration) = entry(src, &glue)?;
+    let glue = Glue {
+        gpu,
+        entry: &entry,
+        declaration: &declaration,
+    };
     let mut import = Import {
         eval_flags: vec!["--precision", "fp16"],
         ..Import::default()
@@ -201,88 +321,23 @@ pub fn read(src: &Path, gpu: &str, selection: &Selection) -> Result<Import> {
     };
     let (offline, server) = (table("offline")?, table("server")?);
     let all = kernels(src, &kernels_dir, &mut import)?;
-    // Ids: the row in the offline table, so that any subset numbers its tasks alike.
-    let listed: Vec<String> = offline
-        .as_ref()
-        .map(|t| t.order.clone())
-        .unwrap_or_default();
-    let unlisted = all
-        .keys()
-        .map(|s| sample::name(*s))
-        .filter(|n| !listed.contains(n));
-    let ids: BTreeMap<String, u32> = listed.iter().cloned().chain(unlisted).zip(1..).collect();
-    let mut sidecar = String::from(
-        "level,problem_id,shape,submission,layout,padding,accumulator,accumulator_evidence,\
-         private_stream,cublas,arch_specific\n",
-    );
+    let ids = task_ids(offline.as_ref(), &all);
+    let mut sidecar = String::from(SIDECAR_HEADER);
     for shape in select(&all, selection, &mut import)? {
         let name = sample::name(shape);
-        let path = &all[&shape];
-        let at = format!("{}", path.display());
-        let code = match untrusted::read_regular_beneath(src, path, SOURCE_CAP) {
-            Ok(bytes) => String::from_utf8(bytes),
-            Err(e) => {
-                import.unread(at, e);
-                continue;
-            }
-        };
-        let Ok(code) = code.map_err(|e| import.skip(&at, format!("unreadable: {e}"))) else {
-            continue;
-        };
-        let facts = source::read(&code, &entry, shape);
         let id = TaskId {
             level: LEVEL,
             number: ids[&name],
         };
-        let task_name = format!("{}_HGEMM_{name}", id.number);
-        if let Err(why) =
-            import.add_task(id, &task_name, &python::task(shape, gpu, facts.layout), &at)
-        {
-            import.skip(at, why);
+        let Some((submission, facts)) =
+            add_kernel(&mut import, src, (shape, &all[&shape]), id, &glue)
+        else {
             continue;
-        }
-        let code = python::submission(shape, gpu, &entry, &declaration, &facts, &code);
-        let submission = import.add_submission(id, &task_name, None, code);
+        };
         let offline_cells = offline.as_ref().and_then(|t| t.cells.get(&name));
         let server_cells = server.as_ref().and_then(|t| t.cells.get(&name));
-        let row = |speedup, cells: Option<&Vec<(String, f64)>>, column: &str| PublishedRow {
-            level: id.level,
-            problem_id: id.number,
-            submission: submission.clone(),
-            correct: None,
-            speedup,
-            speedup_column: column.into(),
-            speedup_vs_compile: None,
-            speedup_vs_compile_column: String::new(),
-            other_speedups: cells.map(|c| others(c, "")).unwrap_or_default(),
-            system: "cuda-l2".into(),
-        };
-        import.rows.push(row(
-            matmul(offline_cells),
-            offline_cells,
-            "torch.matmul (offline)",
-        ));
-        import.server_rows.push(row(
-            matmul(server_cells),
-            server_cells,
-            "torch.matmul (server)",
-        ));
-        let layout = match facts.layout {
-            Layout::RowMajor => "b",
-            Layout::ColMajor => "b_col_major",
-            Layout::Both => "b+b_col_major",
-        };
-        let [pm, pn, pk] = facts.padding;
-        sidecar.push_str(&format!(
-            "{},{},{name},{submission},{layout},{pm}_{pn}_{pk},{},\"{}\",{},{},{}\n",
-            id.level,
-            id.number,
-            facts.accumulator.name(),
-            facts.accumulator_evidence.replace('"', "'"),
-            facts.private_stream,
-            facts.cublas,
-            facts.arch_specific,
-        ));
+        add_rows(&mut import, (id, &submission), offline_cells, server_cells);
+        sidecar.push_str(&sidecar_line(id, &name, &submission, &facts));
     }
     import.files.insert("kernels.csv".into(), sidecar);
     import.notes.push(

@@ -21,7 +21,6 @@ use crate::submission::Submission;
 use crate::task::{Task, TaskId};
 use crate::taskfacts::TaskFacts;
 use crate::untrusted::{self, Entry};
-use crate::verdict::drifted;
 use crate::worker::request::{Compile, Warm};
 use crate::worker::{ErrorKind, Failure, Link, Reply, Spawn};
 
@@ -49,6 +48,7 @@ fn unbuilt(log: String) -> Build {
         slot_compiled: None,
         cache_note: String::new(),
         compat: Vec::new(),
+        drift: None,
     }
 }
 
@@ -177,9 +177,9 @@ impl Builder<'_> {
                 build.status = status;
                 build.message = message;
                 let failed = build.status == BuildStatus::Failed;
-                if failed && rewrite.is_none() && drifted(&build.message) {
-                    build.message =
-                        self.drift_or_own(launcher, task, submission, (dir, log), &build.message);
+                if failed && rewrite.is_none() && build.drift.is_some() {
+                    (build.message, build.drift) =
+                        self.drift_or_own(launcher, task, submission, (dir, log), build);
                 }
             }
         }
@@ -210,20 +210,22 @@ impl Builder<'_> {
         Ok(self.import_and_warm(launcher, &spec, request, build))
     }
 
-    /// A build that failed for known toolchain drift (`message`, `environment: ...`) built once
-    /// more with the drift rewritten (`--compat`'s rewrite), in a scratch folder beside `dir`
-    /// removed after: the toolchain is the cause only where the rewritten source builds. The
-    /// message to keep: the drift's, saying that `--compat` builds it; or, where the rewritten
-    /// source fails too, that failure, the kernel's own (no longer `environment`: it would fail
-    /// on any torch). Where the second build could not be tried, the drift's as it was.
+    /// A build that failed for known toolchain drift (`build.drift`; its message
+    /// `environment: ...`) built once more with the drift rewritten (`--compat`'s rewrite), in a
+    /// scratch folder beside `dir` removed after: the toolchain is the cause only where the
+    /// rewritten source builds. The message and drift to keep: the drift's, the message saying
+    /// that `--compat` builds it; or, where the rewritten source fails too, that failure, the
+    /// kernel's own, without the drift (no longer `environment`: it would fail on any torch).
+    /// Where the second build could not be tried, the drift's as they were.
     fn drift_or_own<S: Spawner>(
         &self,
         launcher: &Launcher<'_, S>,
         task: &Task,
         submission: &Submission,
         (dir, log): (&Path, &Path),
-        message: &str,
-    ) -> String {
+        build: &Build,
+    ) -> (String, Option<String>) {
+        let (message, drift) = (build.message.as_str(), build.drift.clone());
         let scratch = dir.with_extension("drift");
         let log = log.with_extension("compat.log");
         let _ = std::fs::remove_dir_all(&scratch);
@@ -243,17 +245,19 @@ impl Builder<'_> {
                 )
             });
         let _ = std::fs::remove_dir_all(&scratch);
-        let (drift, rest) = message.split_once("; ").unwrap_or((message, ""));
+        // The message's words for the drift (`environment: ...`), then the build's own error.
+        let (said, rest) = message.split_once("; ").unwrap_or((message, ""));
+        let rewrites = second.compat.join(", ");
         match tried {
-            Ok(Ok(_)) => format!(
-                "{drift}; with the drift rewritten it builds ({}): run with --compat to judge it; {rest}",
-                second.compat.join(", ")
+            Ok(Ok(_)) => (
+                format!("{said}; with the drift rewritten it builds ({rewrites}): run with --compat to judge it; {rest}"),
+                drift,
             ),
-            Ok(Err((BuildStatus::Failed, own))) => format!(
-                "with the toolchain's drift rewritten ({}) the build still fails, for the kernel's own reason: {own}",
-                second.compat.join(", ")
+            Ok(Err((BuildStatus::Failed, own))) => (
+                format!("with the toolchain's drift rewritten ({rewrites}) the build still fails, for the kernel's own reason: {own}"),
+                None,
             ),
-            _ => message.to_string(),
+            _ => (message.to_string(), drift),
         }
     }
 
@@ -343,6 +347,7 @@ impl Builder<'_> {
         match reply {
             Ok(Reply::Ok(v)) => Ok(v),
             Ok(Reply::Err(e)) if e.kind == ErrorKind::Syntax || e.kind == ErrorKind::Build => {
+                build.drift = e.drift;
                 Err((BuildStatus::Failed, e.message))
             }
             Ok(Reply::Err(e)) => Err((BuildStatus::ImportFailed, e.message)),
@@ -359,6 +364,8 @@ impl Builder<'_> {
         h.update(&self.build_key);
         // What the pool runs of a submission (a build folder of an older pool may lack builds).
         h.update("pool: import, construct, forward");
+        // A record of an older kbench says toolchain drift only in its message: built again.
+        h.update("drift: a field of the build record");
         h.update(self.config.overrides_json().to_string());
         self.config
             .cache

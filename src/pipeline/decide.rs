@@ -8,6 +8,7 @@ use crate::record::{Build, BuildStatus, Check, Evaluation, Outcome};
 use crate::submission::Submission;
 use crate::task::Task;
 use crate::verdict::Cause;
+use crate::worker::CheckName;
 
 use super::evidence::Judged;
 use super::gathered::Gathered;
@@ -74,6 +75,7 @@ pub(super) fn evaluation(
 /// a build the workers evaluate (an import failure included: the candidate's load says why).
 pub(super) fn build_failure(build: &Build) -> Option<Cause> {
     match build.status {
+        BuildStatus::Failed if build.drift.is_some() => Some(Cause::Drifted(build.message.clone())),
         BuildStatus::Failed => Some(Cause::BuildFailed(build.message.clone())),
         BuildStatus::Timeout => Some(Cause::BuildTimedOut(build.message.clone())),
         BuildStatus::Crashed => Some(Cause::BuildCrashed(build.message.clone())),
@@ -105,7 +107,7 @@ pub(super) fn after_breach(why: String, judged: Result<Judged, Cause>) -> Judged
 /// with the GPU to itself.
 pub(super) fn alone_check() -> Check {
     Check {
-        name: "harness.alone".into(),
+        name: CheckName::HarnessAlone,
         outcome: Outcome::Warn,
         evidence: "out of GPU memory beside another evaluation: evaluated again with the GPU \
                    to itself"

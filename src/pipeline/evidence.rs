@@ -14,7 +14,7 @@ use crate::task::Task;
 use crate::timing::{self, Failed};
 use crate::verdict::{Cause, KernelEvidence};
 use crate::worker::request::{Profile, State};
-use crate::worker::{Link, Stream};
+use crate::worker::{CheckName, Link, Stream};
 
 use super::gathered::Gathered;
 use super::stage::ask;
@@ -24,7 +24,7 @@ use super::stage::ask;
 const MAX_LIBRARY_SHARE: f64 = 0.5;
 
 /// The candidate worker's traced calls: library ops alone made every output (`checks/provenance.py`).
-const LIBRARY_OUTPUT: &str = "profile.library_output";
+const LIBRARY_OUTPUT: CheckName = CheckName::ProfileLibraryOutput;
 
 /// What the profiled call shows: the cause that decides the verdict (the kernels' evidence,
 /// unless a breach of the module contract found after timing, or before it: `verify_and_time`),
@@ -165,7 +165,7 @@ impl Evidence<'_> {
 /// `profile.reference_ops`, recorded as evidence: the verdict weighs it with the library share.
 fn reference_ops_check(ops: &reference_ops::ReferenceOps) -> Check {
     Check {
-        name: "profile.reference_ops".into(),
+        name: CheckName::ProfileReferenceOps,
         outcome: Outcome::Pass,
         evidence: ops.to_string(),
         seconds: 0.0,
@@ -195,7 +195,7 @@ fn host_error(
 /// reported, not verified.
 fn mapped_kernel_check(kernels: &[String], pid: u32, build_dir: &Path) -> Check {
     let check = |outcome, evidence| Check {
-        name: "kernels.mapped".into(),
+        name: CheckName::KernelsMapped,
         outcome,
         evidence,
         seconds: 0.0,

@@ -21,6 +21,7 @@ use crate::submission::Submission;
 use crate::task::Task;
 use crate::verdict::{Cause, Verdict};
 use crate::worker::request::KernelbenchTrial;
+use crate::worker::CheckName;
 
 use super::backend::Phase;
 use super::gathered::Gathered;
@@ -39,7 +40,7 @@ const ABOUT: &str =
     "KernelBench's eval run as it runs (one process, PyTorch's own switches, its seeds)";
 
 /// The check that says why KernelBench's trials ran again, and what they found.
-pub(super) const NAME: &str = "kernelbench.environment";
+pub(super) const NAME: CheckName = CheckName::KernelbenchEnvironment;
 
 /// The check's entry where kbench's own checks ended KernelBench's trial `index` before its
 /// outputs were compared (the caller's to tell: `kernelbench_after` left KernelBench's verdict
@@ -48,7 +49,7 @@ pub(super) const NAME: &str = "kernelbench.environment";
 pub(super) fn cut_short(index: u32, cause: &Cause) -> Option<Check> {
     let (verdict, reason) = cause.decide();
     (verdict != Verdict::Skipped).then(|| Check {
-        name: NAME.into(),
+        name: NAME,
         outcome: Outcome::Warn,
         evidence: format!(
             "kbench's checks ended KernelBench's trial {index} before its outputs were compared ({reason}): KernelBench's eval runs again alone"
@@ -117,7 +118,7 @@ impl<S: Spawner> Alone<'_, S> {
                 check.seconds += seconds;
             }
             None => eval.checks.push(Check {
-                name: NAME.into(),
+                name: NAME,
                 outcome: Outcome::Pass,
                 evidence: format!("{ABOUT}: {}", found.evidence),
                 seconds,

@@ -17,7 +17,7 @@ use crate::submission::Submission;
 use crate::timing::Failed;
 use crate::verdict::{Cause, ReferenceStep};
 use crate::worker::request::{CheckOutputs, Command};
-use crate::worker::{ErrorKind, Link, Reply};
+use crate::worker::{CheckName, ErrorKind, Link, Reply};
 
 use super::replies::{Checked, Shipped};
 
@@ -294,7 +294,7 @@ impl<W: Link> Handover<'_, W> {
 /// worker; files on a GPU mean CUDA IPC failed.
 pub(super) fn transfer_check(device: Device, transport: &str) -> Check {
     Check {
-        name: "harness.transfer".into(),
+        name: CheckName::HarnessTransfer,
         outcome: if device == Device::Cuda && transport == "file" {
             Outcome::Warn
         } else {

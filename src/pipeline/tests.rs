@@ -126,6 +126,8 @@ mod scripted {
             message: message.into(),
             fatal: false,
             traceback: None,
+            drift: None,
+            check: None,
         }
     }
 
@@ -308,7 +310,7 @@ mod scripted {
     fn check<'e>(eval: &'e Evaluation, name: &str) -> &'e Check {
         eval.checks
             .iter()
-            .find(|c| c.name == name)
+            .find(|c| c.name.as_str() == name)
             .unwrap_or_else(|| panic!("no {name} in {:?}", eval.checks))
     }
 
@@ -585,10 +587,13 @@ mod scripted {
         // alone (`kernelbench.environment`), which make none either.
         fn rerun_differs(request: &Request) -> Answer {
             match request {
-                Request::Trial(t) if t.deep => fake::err(error(
-                    ErrorKind::Output,
-                    "determinism.rerun: output 0 differs between two calls on the same inputs",
-                )),
+                Request::Trial(t) if t.deep => fake::err(WorkerError {
+                    check: Some(crate::worker::CheckName::DeterminismRerun),
+                    ..error(
+                        ErrorKind::Output,
+                        "determinism.rerun: output 0 differs between two calls on the same inputs",
+                    )
+                }),
                 other => candidate(other),
             }
         }
@@ -681,7 +686,7 @@ mod scripted {
         assert!(eval
             .checks
             .iter()
-            .all(|c| c.name != "kernelbench.environment"));
+            .all(|c| c.name.as_str() != "kernelbench.environment"));
 
         // Asked for (`--kernelbench-eval`), it runs wherever kbench's trials ran, and its
         // verdict replaces the one from kbench's trials.
@@ -940,7 +945,7 @@ mod scripted {
         assert!(timing.speedup > 1.5, "{timing:?}");
         assert_eq!(eval.kernelbench_correct, Some(true));
         // The same checks, each as often, as a passing evaluation's: none skipped or repeated.
-        let runs = |e: &Evaluation| -> Vec<(String, u32)> {
+        let runs = |e: &Evaluation| -> Vec<(crate::worker::CheckName, u32)> {
             let mut runs: Vec<_> = e.checks.iter().map(|c| (c.name.clone(), c.runs)).collect();
             runs.sort();
             runs
@@ -1004,7 +1009,10 @@ mod scripted {
             "{}",
             found.evidence
         );
-        assert!(eval.checks.iter().any(|c| c.name == "kernels.mapped"));
+        assert!(eval
+            .checks
+            .iter()
+            .any(|c| c.name.as_str() == "kernels.mapped"));
 
         // Found only after timing: the verdict is the breach's, with the timing and the profile.
         fn static_after(request: &Request) -> Answer {
@@ -1019,7 +1027,10 @@ mod scripted {
             (Verdict::Contract, AFTER)
         );
         assert!(eval.timing.is_some());
-        assert!(eval.checks.iter().any(|c| c.name == "kernels.mapped"));
+        assert!(eval
+            .checks
+            .iter()
+            .any(|c| c.name.as_str() == "kernels.mapped"));
     }
 
     #[test]
@@ -1090,7 +1101,7 @@ mod scripted {
         assert!(!alone
             .checks
             .iter()
-            .any(|c| c.name == "profile.reference_ops"));
+            .any(|c| c.name.as_str() == "profile.reference_ops"));
     }
 
     /// `profile.library_output` from the candidate's traced calls decides `no_kernel`, except

@@ -15,7 +15,7 @@ use crate::taskfacts::TaskFacts;
 use crate::timing::Failed;
 use crate::verdict::{Cause, ReferenceStep, Verdict};
 use crate::worker::request::{self, CheckOutputs, Perturb, Ping, Variant};
-use crate::worker::{Link, Reply, Stream};
+use crate::worker::{CheckName, Link, Reply, Stream};
 
 use super::gathered::Gathered;
 use super::kernelbench::{self, KERNELBENCH_NEVER};
@@ -94,7 +94,7 @@ impl Verifier<'_> {
                 merge_check(
                     &mut eval.checks,
                     Check {
-                        name: name.into(),
+                        name,
                         outcome: Outcome::Skip,
                         evidence: "the task's reference is nondeterministic (it draws random numbers or keeps state between calls): a second call need not repeat the first".into(),
                         seconds: 0.0,
@@ -131,15 +131,15 @@ impl Verifier<'_> {
         let mut push = |check, variant: Variant| {
             variants.push((check, variant_label(Some(&variant)), variant));
         };
-        push("inputs.distribution_perturbation", Variant::Signed);
+        push(CheckName::InputsDistributionPerturbation, Variant::Signed);
         push(
-            "inputs.distribution_perturbation",
+            CheckName::InputsDistributionPerturbation,
             Variant::Scaled {
                 factor: SCALE_FACTOR,
             },
         );
         push(
-            "inputs.mean_shift",
+            CheckName::InputsMeanShift,
             Variant::Shifted {
                 spreads: SHIFT_SPREADS,
             },
@@ -166,7 +166,7 @@ impl Verifier<'_> {
         eval: &mut Gathered,
         index: &mut u32,
     ) -> Result<(), Failed> {
-        const NAME: &str = "params.perturbation";
+        const NAME: CheckName = CheckName::ParamsPerturbation;
         let seed = Stream::Perturb.seed(self.config.seed);
         let what = match self.perturb_params(handover, eval, seed) {
             Ok(None) => return Ok(()),
@@ -300,7 +300,7 @@ impl Verifier<'_> {
         eval: &mut Gathered,
         seed: u64,
     ) -> Result<Option<String>, Failed> {
-        const NAME: &str = "params.perturbation";
+        const NAME: CheckName = CheckName::ParamsPerturbation;
         let cfg = self.config;
         let perturb = Perturb {
             seed,
@@ -316,7 +316,7 @@ impl Verifier<'_> {
             merge_check(
                 &mut eval.checks,
                 Check {
-                    name: NAME.into(),
+                    name: NAME,
                     outcome: Outcome::Skip,
                     evidence: "the task's Model has no floating parameters to perturb".into(),
                     seconds: 0.0,
@@ -361,7 +361,7 @@ impl Verifier<'_> {
         &self,
         handover: &mut Handover<'_, W>,
         eval: &mut Gathered,
-        (check, what): (&str, &str),
+        (check, what): (CheckName, &str),
         variant: Option<Variant>,
         index: u32,
     ) -> Result<(), Failed> {
@@ -373,7 +373,7 @@ impl Verifier<'_> {
             kernelbench: false,
             second_calls: false,
         };
-        let params = check == "params.perturbation";
+        let params = check == CheckName::ParamsPerturbation;
         let (trial, breach) = self.trial(handover, &plan, eval)?;
         let outcome = if trial.uncheckable {
             Outcome::Skip
@@ -400,7 +400,7 @@ impl Verifier<'_> {
         merge_check(
             &mut eval.checks,
             Check {
-                name: check.into(),
+                name: check,
                 outcome,
                 evidence: format!("{what}: {result}"),
                 seconds: started.elapsed().as_secs_f64(),
@@ -421,7 +421,7 @@ impl Verifier<'_> {
         constants: &Map<String, Value>,
         index: u32,
     ) -> Result<(), Failed> {
-        const NAME: &str = "inputs.shape_perturbation";
+        const NAME: CheckName = CheckName::InputsShapePerturbation;
         let started = Instant::now();
         let chosen = self
             .facts
@@ -431,7 +431,7 @@ impl Verifier<'_> {
             merge_check(
                 &mut eval.checks,
                 Check {
-                    name: NAME.into(),
+                    name: NAME,
                     outcome: Outcome::Skip,
                     evidence: "no constant that only sizes the inputs".into(),
                     seconds: 0.0,
@@ -476,7 +476,7 @@ impl Verifier<'_> {
         merge_check(
             &mut eval.checks,
             Check {
-                name: NAME.into(),
+                name: NAME,
                 outcome,
                 evidence,
                 seconds: started.elapsed().as_secs_f64(),
@@ -556,16 +556,16 @@ fn failure(trial: &Trial, breach: Option<String>, at: &str) -> Option<Cause> {
 
 /// The first trial's checks that call forward again (`TrialPlan::second_calls`); KernelBench
 /// makes no second call.
-const SECOND_CALL_CHECKS: [&str; 2] = [INDEPENDENCE, "determinism.rerun"];
+const SECOND_CALL_CHECKS: [CheckName; 2] = [INDEPENDENCE, CheckName::DeterminismRerun];
 
 /// The check that a call returns memory of its own, which a static output breaks.
-pub(super) const INDEPENDENCE: &str = "outputs.independence";
+pub(super) const INDEPENDENCE: CheckName = CheckName::OutputsIndependence;
 
 /// `outputs.independence`'s failure as timing met it: a timed call handed out the output
 /// storage of an earlier one (`why`, the worker's message).
 pub(super) fn independence_breach(why: &str) -> Check {
     Check {
-        name: INDEPENDENCE.into(),
+        name: INDEPENDENCE,
         outcome: Outcome::Fail,
         evidence: format!("while timed: {why}"),
         seconds: 0.0,
@@ -583,9 +583,15 @@ const KERNELBENCH_LOOSEST: f64 = 1e-2;
 /// breach of the module contract or a failed second call: checks KernelBench does not make,
 /// which end the trial before its first call's outputs are compared).
 fn kernelbench_after(cause: &Cause) -> Option<bool> {
-    match cause.decide() {
+    match (cause.decide().0, cause) {
         (Verdict::Skipped | Verdict::Cheat | Verdict::Contract, _) => None,
-        (_, reason) if SECOND_CALL_CHECKS.iter().any(|c| reason.starts_with(c)) => None,
+        (_, Cause::Raised(e))
+            if e.check
+                .as_ref()
+                .is_some_and(|c| SECOND_CALL_CHECKS.contains(c)) =>
+        {
+            None
+        }
         _ => Some(false),
     }
 }

@@ -52,6 +52,7 @@ fn evaluation(
             slot_compiled: None,
             cache_note: String::new(),
             compat: Vec::new(),
+            drift: None,
         }),
         findings: vec![],
         trials: vec![Trial {

@@ -75,6 +75,66 @@ fn json_round_trips() {
     assert_eq!(back.config, record.config);
 }
 
+/// A record names its checks by the strings it always wrote; one of an older kbench may name
+/// a check this one does not know, and reads and writes back unchanged (`kbench merge`,
+/// `kbench report`).
+#[test]
+fn check_names_round_trip_known_or_not() {
+    use crate::record::{Check, Outcome};
+    use crate::worker::CheckName;
+    let mut record = sample_record();
+    let check = |name: CheckName| Check {
+        name,
+        outcome: Outcome::Pass,
+        evidence: String::new(),
+        seconds: 0.0,
+        runs: 1,
+    };
+    record.evaluations[0].checks = vec![
+        check(CheckName::OutputsIndependence),
+        check(CheckName::Unknown("outputs.kept_copy".into())),
+    ];
+    let text = json::render(&record).unwrap();
+    let written = String::from_utf8(text.clone()).unwrap();
+    assert!(
+        written.contains(r#""name": "outputs.independence""#),
+        "{written}"
+    );
+    assert!(
+        written.contains(r#""name": "outputs.kept_copy""#),
+        "{written}"
+    );
+    let back = RunRecord::parse(&text).unwrap();
+    assert_eq!(back.evaluations, record.evaluations);
+    assert_eq!(json::render(&back).unwrap(), text);
+}
+
+/// Drift is a field of the build record; one of an older kbench has it only in its message's
+/// words, reads with none, and keeps the verdict it was given (`kbench merge` and `kbench
+/// report` decide nothing again).
+#[test]
+fn an_older_build_record_reads_without_drift_and_keeps_its_verdict() {
+    use crate::verdict::Verdict;
+    let mut record = sample_record();
+    let eval = &mut record.evaluations[0];
+    eval.verdict = Verdict::Environment;
+    let build = eval.build.as_mut().unwrap();
+    build.message = "environment: the installed nvcc no longer supports compute_70 (--compat raises it); extension 'x' failed to build".into();
+    build.drift =
+        Some("the installed nvcc no longer supports compute_70 (--compat raises it)".into());
+    let text = String::from_utf8(json::render(&record).unwrap()).unwrap();
+    assert!(text.contains(r#""drift": "the installed nvcc"#), "{text}");
+    let mut older: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let removed = older["evaluations"][0]["build"]
+        .as_object_mut()
+        .unwrap()
+        .remove("drift");
+    assert!(removed.is_some());
+    let back = RunRecord::parse(older.to_string().as_bytes()).unwrap();
+    assert_eq!(back.evaluations[0].build.as_ref().unwrap().drift, None);
+    assert_eq!(back.evaluations[0].verdict, Verdict::Environment);
+}
+
 #[test]
 fn empty_csv_has_a_header() {
     let mut record = sample_record();

@@ -9,8 +9,9 @@
 
 use crate::record::{Check, Outcome};
 use crate::worker::tree::Beside;
+use crate::worker::CheckName;
 
-pub const NAME: &str = "runtime.processes";
+pub const NAME: CheckName = CheckName::RuntimeProcesses;
 
 /// CPU seconds that processes beside the worker may spend during timing without a warning: the
 /// bookkeeping of idle helpers, and stopping and continuing them, plus this share of the
@@ -62,7 +63,7 @@ pub fn judge(before: &[Beside], after: &[Beside], wall_s: f64) -> Check {
         (_, false) => (Outcome::Warn, worked.join("; ")),
     };
     Check {
-        name: NAME.into(),
+        name: NAME,
         outcome,
         evidence,
         seconds: 0.0,

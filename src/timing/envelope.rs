@@ -6,6 +6,7 @@ use super::arms::{arm_of, Taken};
 use super::summary::median_or_zero;
 use crate::config::Device;
 use crate::record::{Arm, Check, Outcome};
+use crate::worker::CheckName;
 
 /// The candidate's audit excess (host wall time beyond the device's interval for the same call,
 /// medians) may reach the largest of a floor, a multiple of the reference's excess and a share
@@ -96,7 +97,7 @@ impl Envelope {
         let (c, r, limit) = (self.candidate_ms, self.reference_ms, self.limit_ms);
         let excess = c - r;
         Check {
-            name: "timing.wall_envelope".into(),
+            name: CheckName::TimingWallEnvelope,
             outcome: if self.beyond() > 0.0 {
                 Outcome::Warn
             } else {
@@ -118,7 +119,7 @@ impl Envelope {
 /// and host-synchronizing calls are not mistaken for it. A flag switches the reported times to
 /// audit wall times for this task (the trick is then measured, not rewarded).
 pub(super) fn audit_check(reference: &Taken, candidate: &Taken) -> Check {
-    let name = "timing.audit".to_string();
+    let name = CheckName::TimingAudit;
     if reference.audit_ms.is_empty() || candidate.audit_ms.is_empty() {
         return Check {
             name,

@@ -16,9 +16,9 @@ use super::session::{Failed, Session};
 use crate::record::{Check, Outcome};
 use crate::verdict::{Cause, ReferenceStep};
 use crate::worker::request::CheckKept;
-use crate::worker::{derive_seed, ErrorKind, Link, Reply};
+use crate::worker::{derive_seed, CheckName, ErrorKind, Link, Reply};
 
-const NAME: &str = "timing.timed_output_check";
+const NAME: CheckName = CheckName::TimingTimedOutputCheck;
 
 /// The candidate's pool of timed outputs, as its warm-up described it.
 pub(super) struct Pool {
@@ -92,7 +92,7 @@ impl<L: Link> Session<'_, L> {
     ) -> Result<Check, Failed> {
         let started = Instant::now();
         let check = |outcome, evidence| Check {
-            name: NAME.into(),
+            name: NAME,
             outcome,
             evidence,
             seconds: started.elapsed().as_secs_f64(),
@@ -191,7 +191,7 @@ mod tests {
             Some(serde_json::json!({})),
         ] {
             match Pool::of(&warmed(kept)) {
-                Err(Cause::TimedOutputWrong(why)) => assert!(why.contains(NAME), "{why}"),
+                Err(Cause::TimedOutputWrong(why)) => assert!(why.contains(NAME.as_str()), "{why}"),
                 _ => panic!("accepted"),
             }
         }

@@ -119,6 +119,8 @@ mod tests {
                 message: "unexpected".into(),
                 fatal: false,
                 traceback: None,
+                drift: None,
+                check: None,
             }),
         });
         let reply = worker.request(Ping {}, Duration::from_secs(1));
@@ -145,6 +147,8 @@ mod tests {
                 message: "an illegal memory access".into(),
                 fatal: false,
                 traceback: None,
+                drift: None,
+                check: None,
             })
         });
         assert!(worker.request(Ping {}, Duration::from_secs(1)).is_ok());

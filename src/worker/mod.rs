@@ -1,5 +1,6 @@
 //! Worker processes and the protocol kbench speaks with them.
 
+pub mod check_name;
 #[cfg(test)]
 pub mod fake;
 pub mod link;
@@ -14,6 +15,7 @@ mod seed;
 mod streams;
 pub mod tree;
 
+pub use check_name::CheckName;
 pub use link::{Failure, Link};
 pub use process::{Spawn, Worker};
 pub use protocol::{ErrorKind, Reply, WorkerError};

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::Sha256;
 
+use super::check_name::CheckName;
 use super::request::Request;
 
 pub const VERSION: u32 = 1;
@@ -60,6 +61,7 @@ pub enum ErrorKind {
 
 /// An error a worker reports about the code it ran.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct WorkerError {
     pub kind: ErrorKind,
     pub message: String,
@@ -67,6 +69,15 @@ pub struct WorkerError {
     pub fatal: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceback: Option<String>,
+    /// A build that failed on known toolchain drift: what of the toolchain moved (the worker's
+    /// `cause.drifted`), which makes it `environment`'s, not the kernel's. The message says it
+    /// too, for people; the verdict reads this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<String>,
+    /// The runtime check whose finding the error is (wrong outputs a check proved), where one
+    /// ran it: the message names it too, for people; kbench reads this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<CheckName>,
 }
 
 /// A parsed reply: the body on success (JSON, or a command's typed reply), the worker's error
@@ -144,7 +155,7 @@ pub fn request(body: &Request, nonce: &str) -> String {
 }
 
 /// The check a forged reply fails, named at the start of its reason.
-pub const FORGED: &str = "harness.result_channel_auth";
+pub const FORGED: CheckName = CheckName::HarnessResultChannelAuth;
 
 /// Why a reply line was not taken.
 #[derive(Debug, PartialEq)]
@@ -288,7 +299,7 @@ mod tests {
         ] {
             let failure = parse(&signed(line, KEY), "ab12", KEY).unwrap_err();
             assert!(
-                matches!(&failure, Unread::Forged(why) if why.starts_with(FORGED)),
+                matches!(&failure, Unread::Forged(why) if why.starts_with(FORGED.as_str())),
                 "{failure:?}"
             );
         }
@@ -309,7 +320,7 @@ mod tests {
         ] {
             let failure = parse(&line, "ab12", KEY).unwrap_err();
             assert!(
-                matches!(&failure, Unread::Forged(why) if why.starts_with(FORGED)),
+                matches!(&failure, Unread::Forged(why) if why.starts_with(FORGED.as_str())),
                 "{line}: {failure:?}"
             );
         }

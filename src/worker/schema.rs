@@ -1,9 +1,9 @@
 //! The worker protocol's schema, for `tests/python/test_protocol.py`: each command's wire name,
 //! its request's fields and the reply fields kbench reads, each with its type in a small closed
-//! vocabulary, the named types they use, the error kinds and the version. It is derived from
-//! the Rust types themselves (schemars reads the same serde attributes serde does) and written to
-//! `protocol_schema.json` by the test `the_schema_file_is_current`; tests only, nothing here runs
-//! in kbench.
+//! vocabulary, the named types they use, the error kinds, the error record's fields and the
+//! version. It is derived from the Rust types themselves (schemars reads the same serde
+//! attributes serde does) and written to `protocol_schema.json` by the test
+//! `the_schema_file_is_current`; tests only, nothing here runs in kbench.
 //!
 //! Types: `string`, `integer`, `number`, `boolean`, `any` (JSON left as it came), `list<T>`,
 //! `map<T>` (an object with string keys), `optional<T>` (may be null or absent), or the name of
@@ -16,7 +16,7 @@ use schemars::{JsonSchema, SchemaGenerator};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::protocol::{ErrorKind, VERSION};
+use super::protocol::{ErrorKind, WorkerError, VERSION};
 
 /// The file's contents.
 #[derive(Debug, Serialize)]
@@ -25,6 +25,8 @@ pub struct Protocol {
     /// The kinds a worker's error may name (`ErrorKind`; not `other`, which is how kbench reads a
     /// kind it does not know).
     pub error_kinds: Vec<String>,
+    /// The fields of a worker's error record (`WorkerError`; `protocol.py`'s `error()`).
+    pub error: Vec<Field>,
     pub commands: Vec<Entry>,
     /// The named types the commands' fields use, by name.
     pub types: BTreeMap<String, TypeDef>,
@@ -96,14 +98,24 @@ impl Builder {
             }
             def => panic!("ErrorKind is not an enum: {def:?}"),
         };
+        let error = self.generator.subschema_for::<WorkerError>();
+        let error = self.fields_of(error.as_value());
         let mut types = BTreeMap::new();
         while let Some(name) = self.named.iter().find(|n| !types.contains_key(*n)).cloned() {
             let def = self.type_def(&name);
             types.insert(name, def);
         }
+        // The kinds a worker may name, as `error_kinds` says them.
+        types.insert(
+            "ErrorKind".into(),
+            TypeDef::Enum {
+                values: error_kinds.clone(),
+            },
+        );
         Protocol {
             version: VERSION,
             error_kinds,
+            error,
             commands: self.commands,
             types,
         }
@@ -133,7 +145,8 @@ impl Builder {
                 fields: self.fields(&def, None),
             };
         }
-        let shapes: Vec<Value> = match (def.get("oneOf"), def.get("enum")) {
+        // An enum with a variant left out of the schema (`CheckName::Unknown`) is an `anyOf`.
+        let shapes: Vec<Value> = match (def.get("oneOf").or(def.get("anyOf")), def.get("enum")) {
             (Some(Value::Array(shapes)), _) => shapes.clone(),
             (None, Some(_)) => vec![def.clone()],
             _ => panic!("{name}: a type the schema cannot say: {def}"),
@@ -331,6 +344,13 @@ mod tests {
         let scaled = variants.iter().find(|v| v.tag == "scaled").unwrap();
         assert_eq!(scaled.fields, [field("factor", "number", true)]);
         assert!(protocol.error_kinds.contains(&"oom".to_string()));
+        assert!(protocol.error.contains(&field("kind", "ErrorKind", true)));
+        assert!(protocol
+            .error
+            .contains(&field("drift", "optional<string>", false)));
+        assert!(protocol
+            .error
+            .contains(&field("check", "optional<CheckName>", false)));
         assert!(!protocol.error_kinds.contains(&"other".to_string()));
         assert_eq!(protocol.version, VERSION);
     }

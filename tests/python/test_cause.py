@@ -2,7 +2,7 @@
 
 import pytest
 
-from kbench_worker.wire import cause
+from kbench_worker.wire import cause, errors
 
 NVCC = """Error building extension 'fused_ext': [1/3] /usr/local/cuda/bin/nvcc --generate-dependencies-with-compile -arch=sm_70 -c cuda.cu -o cuda.cuda.o
 FAILED: cuda.cuda.o
@@ -64,6 +64,18 @@ def test_a_dispatch_on_tensor_type_is_named_toolchain_drift(text):
 
 def test_a_kernel_error_is_not_drift():
     assert not cause.build_message(RuntimeError(GCC)).startswith("environment:")
+    assert cause.drifted(GCC) is None
+    assert "drift" not in errors.build_error(RuntimeError(GCC))
+
+
+@pytest.mark.parametrize("text", [NVCC, DISPATCH_GCC, DISPATCH_NVCC])
+def test_drift_is_a_field_of_the_build_error_kbench_reads(text):
+    """kbench's verdict `environment` reads the record's `drift`, never its message; the message
+    says the same for people."""
+    record = errors.build_error(RuntimeError(text))
+    assert record["kind"] == "build"
+    assert record["drift"] == cause.drifted(text)
+    assert record["message"].startswith(f"environment: {record['drift']}; extension ")
 
 
 def test_a_build_failure_without_compiler_output_says_what_it_has():
@@ -140,6 +152,7 @@ def test_a_build_failed_in_the_pool_fails_the_same_in_the_gpu_worker_without_com
     assert len(calls) == 5, "the pool's failure is raised again, nothing compiled"
     causes = {f["cause"] for f in kernels.failures()}
     assert causes == {"extension 'relu' failed to build: main.cpp:7:32: error: cannot convert 'float*' to 'int*' in initialization"}
+    assert {f["drift"] for f in kernels.failures()} == {None}, "a kernel's own error is no drift"
 
 
 def test_a_failed_build_into_a_folder_of_its_own_is_remembered(tmp_path, monkeypatch):

@@ -3,12 +3,14 @@ Rust side sends and reads, typed (a Rust test derives it from kbench's types and
 current): every command it sends is in some role's table (`commands(channel)` in each worker
 module) and every table entry is sent; each command's request class and reply TypedDict in
 `kbench_worker.wire.messages` has exactly the schema's fields with the schema's types, and so do the
-enums, structs and the input variant they use; the error kinds and the version agree; the handlers read only fields of their
+enums, structs and the input variant they use; the error kinds, the error record's fields
+(`WorkerError`) and the version agree; the handlers read only fields of their
 requests, and read every one; every reply field kbench reads for a command is written by the code
 of a role that handles that command (its modules and what they import)."""
 
 import ast
 import dataclasses
+import enum
 import json
 import os
 import re
@@ -25,7 +27,7 @@ from kbench_worker.roles import compile as pool
 from kbench_worker.static_check import entry as static_entry
 from kbench_worker.timing import modes
 from kbench_worker.wire import messages
-from kbench_worker.wire.protocol import PROTOCOL_VERSION, Channel
+from kbench_worker.wire.protocol import PROTOCOL_VERSION, Channel, error
 
 WORKER = ROOT / "src" / "worker" / "python" / "kbench_worker"
 # Each role, and the modules whose handlers read its requests (timing/modes.py serves
@@ -119,7 +121,8 @@ def unwritten_replies(entries, roles):
 def mismatches(annotation, ty, types):
     """How the Python annotation `annotation` differs from the schema's type `ty` (empty when it
     does not): the scalars as `SCALARS`, `list<T>` as list[T], `map<T>` as dict[str, T],
-    `optional<T>` as Optional[T], an enum as a Literal of its values, a union as the TypedDict of
+    `optional<T>` as Optional[T], an enum as a Literal of its values (or an Enum of its name whose
+    members' values they are, in order), a union as the TypedDict of
     its tag and every shape's fields."""
     inner = re.fullmatch(r"(list|map|optional)<(.+)>", ty)
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
@@ -138,6 +141,9 @@ def mismatches(annotation, ty, types):
     definition = types[ty]
     if definition["kind"] == "enum":
         literal = origin is typing.Literal and list(args) == definition["values"]
+        named = isinstance(annotation, type) and issubclass(annotation, enum.Enum) and annotation.__name__ == ty
+        if named and [member.value for member in annotation] == definition["values"]:
+            return []
         return [] if literal else [f"{annotation} is not Literal{definition['values']} ({ty})"]
     if definition["kind"] == "union":
         return union_mismatches(annotation, ty, definition, types)
@@ -238,13 +244,32 @@ def test_a_field_added_dropped_renamed_or_retyped_is_reported():
     assert mismatches(list[float], "list<optional<number>>", types) != []
 
     class Check(typing.TypedDict, total=False):  # a reply's nested struct, one key retyped
-        name: str
+        name: messages.CheckName
         outcome: messages.Outcome
         evidence: str
         seconds: float
         runs: float
 
     assert mismatches(list[Check], "list<Check>", types) == ["Check.runs: <class 'float'> is not integer"]
+
+
+def test_the_check_names_are_the_schema_s():
+    """The workers name checks only by `messages.CheckName`, whose members are the schema's
+    `CheckName`, in its order; an enum of another name or with other values does not pass."""
+    types = schema()["types"]
+    assert [member.value for member in messages.CheckName] == types["CheckName"]["values"]
+    assert mismatches(messages.CheckName, "CheckName", types) == []
+    fewer = enum.StrEnum("CheckName", {"OUTPUTS_ALIAS": "outputs.alias"})
+    assert mismatches(fewer, "CheckName", types) != []
+
+
+def test_the_error_record_has_the_schema_s_fields_and_error_writes_them():
+    protocol = schema()
+    assert reply_mismatches(messages.WorkerError, protocol["error"], protocol["types"]) == []
+    record = error("build", "m", RuntimeError("x"), fatal=True, drift="d", check=messages.CheckName.OUTPUTS_ALIAS)
+    assert set(record) == {field["name"] for field in protocol["error"]}
+    assert json.loads(json.dumps(record))["check"] == "outputs.alias"
+    assert set(error("forward", "m")) == {"kind", "message", "fatal"}
 
 
 def test_the_error_kinds_and_the_version_agree():

@@ -28,7 +28,7 @@ from kbench_worker.task.inputs import _shaped, load_task, make_inputs
 from kbench_worker.timing import kept
 from kbench_worker.wire import errors, transfer
 from kbench_worker.wire.errors import ContractError, OutputCheckError, OutputTypeError, TamperError
-from kbench_worker.wire.messages import CheckKept, CheckOutputs, Load, Perturb, State, Time, TimeSetup, Trial
+from kbench_worker.wire.messages import CheckKept, CheckName, CheckOutputs, Load, Perturb, State, Time, TimeSetup, Trial
 
 ROOT = Path(__file__).resolve().parents[2]
 RELU = ROOT / "level1" / "19_ReLU.py"
@@ -1184,15 +1184,54 @@ def test_busy_time_counts_concurrent_work_once_and_gaps_not_at_all():
 
 
 def test_log_keeps_one_entry_per_check_with_the_worst_outcome():
+    a, b = CheckName.OUTPUTS_ALIAS, CheckName.DETERMINISM_RERUN
     log = Log()
-    log.add("a", "pass", "first", 1.0)
-    log.add("b", "skip", "no room", 0.5)
-    log.add("a", "warn", "second", 2.0)
-    log.add("a", "pass", "third", 1.0)
+    log.add(a, "pass", "first", 1.0)
+    log.add(b, "skip", "no room", 0.5)
+    log.add(a, "warn", "second", 2.0)
+    log.add(a, "pass", "third", 1.0)
     assert log.entries() == [
-        {"name": "a", "outcome": "warn", "evidence": "second", "seconds": 4.0},
-        {"name": "b", "outcome": "skip", "evidence": "no room", "seconds": 0.5},
+        {"name": "outputs.alias", "outcome": "warn", "evidence": "second", "seconds": 4.0},
+        {"name": "determinism.rerun", "outcome": "skip", "evidence": "no room", "seconds": 0.5},
     ]
+
+
+def test_log_names_the_check_that_proved_the_outputs_wrong():
+    """The error record says which check proved the outputs wrong (`check`; kbench reads it, not
+    the message): the innermost one that ran, not one whose call only passed the error on."""
+    log = Log()
+
+    def differs():
+        raise OutputCheckError("determinism.rerun: output 0 differs")
+
+    def mistyped():
+        raise OutputTypeError("outputs.exact_type: output 0 is a list")
+
+    def second_call():
+        log.run(CheckName.OUTPUTS_EXACT_TYPE, mistyped)
+
+    def raises():
+        raise RuntimeError("forward fails")
+
+    for check, run, named in [
+        (CheckName.DETERMINISM_RERUN, differs, "determinism.rerun"),
+        (CheckName.OUTPUTS_INDEPENDENCE, second_call, "outputs.exact_type"),
+    ]:
+        with pytest.raises((OutputCheckError, OutputTypeError)) as raised:
+            log.run(check, run)
+        record = errors.classify(raised.value, "forward")
+        assert (record["kind"], record["check"]) == ("output", named)
+    with pytest.raises(RuntimeError) as raised:
+        log.run(CheckName.OUTPUTS_INDEPENDENCE, raises)
+    assert "check" not in errors.classify(raised.value, "forward"), "the forward's own error names no check"
+
+
+def test_log_takes_only_the_schema_s_check_names():
+    log = Log()
+    log.add("outputs.alias", "pass", "a name as kbench writes it is the member")
+    assert log.entries()[0]["name"] is CheckName.OUTPUTS_ALIAS
+    with pytest.raises(ValueError):
+        log.add("outputs.aliases", "pass", "a misspelt name")
 
 
 def test_bits_compare_every_dtype():

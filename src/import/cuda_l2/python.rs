@@ -132,48 +132,26 @@ pub fn submission(
     facts: &Facts,
     code: &str,
 ) -> String {
-    let [m, n, k] = shape;
+    let preamble = preamble(shape, gpu, (entry, declaration), facts, code);
+    format!(
+        "{preamble}{CUTLASS_INCLUDE}{}",
+        model_new(shape, gpu, facts)
+    )
+}
+
+/// The submission's docstring, imports and constants: the shape, its padding, the entry, the
+/// nvcc flags and the kernel's source.
+fn preamble(
+    [m, n, k]: [u64; 3],
+    gpu: &str,
+    (entry, declaration): (&str, &str),
+    facts: &Facts,
+    code: &str,
+) -> String {
     let [pm, pn, pk] = facts.padding;
     let arch = arch(gpu).unwrap_or("90a");
     let mut flags: Vec<String> = NVCC_FLAGS.iter().map(|f| format!("{f:?}")).collect();
     flags.push(format!("\"-gencode=arch=compute_{arch},code=sm_{arch}\""));
-    let ldflags = if facts.cublas { "[\"-lcublas\"]" } else { "[]" };
-    let args = operands(facts.layout).join(", ");
-    let shapes = match facts.layout {
-        Layout::RowMajor => "(tuple(A.shape), tuple(B.shape)) != ((M, K), (K, N))",
-        Layout::ColMajor => "(tuple(A.shape), tuple(B_t.shape)) != ((M, K), (N, K))",
-        Layout::Both => {
-            "(tuple(A.shape), tuple(B.shape), tuple(B_t.shape)) != ((M, K), (K, N), (N, K))"
-        }
-    };
-    // b (K x N row-major) and b_col_major (shape (K, N), the memory of B's transpose) as the
-    // harness hands them over; the one the kernel does not read is a view of the right shape.
-    let operands = match facts.layout {
-        Layout::RowMajor => "a, b = A, B\n        b_col_major = B  # not read by this kernel",
-        Layout::ColMajor => "a = A\n        b, b_col_major = B_t.t(), B_t.view(K, N)",
-        Layout::Both => "a, b = A, B\n        b_col_major = B_t.view(K, N)",
-    };
-    let call = if facts.padding == [0; 3] {
-        format!(
-            "        {operands}\n        c = torch.empty(M, N, dtype=torch.float16, device=A.device)\n        \
-             self.kernel(a, b, b_col_major, c)\n        return c"
-        )
-    } else {
-        "        # Zeros up to the kernel's tile, as CUDA-L2's harness pads before the call.\n        \
-         a = torch.zeros(M + PAD_M, K + PAD_K, dtype=torch.float16, device=A.device)\n        \
-         a[:M, :K] = A\n        \
-         b = torch.zeros(K + PAD_K, N + PAD_N, dtype=torch.float16, device=A.device)\n        \
-         b[:K, :N] = B if B is not None else B_t.t()\n        \
-         b_col_major = b.t().contiguous().view(K + PAD_K, N + PAD_N)\n        \
-         c = torch.empty(M + PAD_M, N + PAD_N, dtype=torch.float16, device=A.device)\n        \
-         self.kernel(a, b, b_col_major, c)\n        \
-         return c[:M, :N].contiguous()"
-            .to_string()
-    };
-    let unpack = match facts.layout {
-        Layout::ColMajor if facts.padding != [0; 3] => "        B = None\n",
-        _ => "",
-    };
     format!(
         r#""""CUDA-L2's kernel for the {m} x {n} x {k} HGEMM (kernels/{gpu}_F32F16F16F32/{m}_{n}_{k}.cu).
 
@@ -208,7 +186,24 @@ NVCC_FLAGS = [
 KERNEL = {kernel}
 
 
-def cutlass_include():
+"#,
+        accumulator = facts.accumulator.name(),
+        evidence = if facts.accumulator_evidence.is_empty() {
+            "no declaration recognised".to_string()
+        } else {
+            facts
+                .accumulator_evidence
+                .replace('"', "'")
+                .replace('\\', "/")
+        },
+        stream = if facts.private_stream { "yes" } else { "no" },
+        flags = flags.join(",\n    "),
+        kernel = literal(code),
+    )
+}
+
+/// Where the submission finds CUTLASS's headers (a function of its own, the same in every one).
+const CUTLASS_INCLUDE: &str = r#"def cutlass_include():
     """CUTLASS's include folders: $CUTLASS_DIR (a CUTLASS checkout), else the headers the
     nvidia-cutlass package installs (cutlass_library/source; the package is not imported)."""
     root = os.environ.get("CUTLASS_DIR")
@@ -223,7 +218,27 @@ def cutlass_include():
     return [os.path.join(root, "include"), os.path.join(root, "tools", "util", "include")]
 
 
-class ModelNew(nn.Module):
+"#;
+
+/// The submission's `ModelNew`: the kernel built in its constructor, called in `forward` on
+/// operands laid out (and padded) as CUDA-L2's harness hands them over.
+fn model_new([m, n, k]: [u64; 3], gpu: &str, facts: &Facts) -> String {
+    let ldflags = if facts.cublas { "[\"-lcublas\"]" } else { "[]" };
+    let args = operands(facts.layout).join(", ");
+    let shapes = match facts.layout {
+        Layout::RowMajor => "(tuple(A.shape), tuple(B.shape)) != ((M, K), (K, N))",
+        Layout::ColMajor => "(tuple(A.shape), tuple(B_t.shape)) != ((M, K), (N, K))",
+        Layout::Both => {
+            "(tuple(A.shape), tuple(B.shape), tuple(B_t.shape)) != ((M, K), (K, N), (N, K))"
+        }
+    };
+    let unpack = match facts.layout {
+        Layout::ColMajor if facts.padding != [0; 3] => "        B = None\n",
+        _ => "",
+    };
+    let call = call(facts);
+    format!(
+        r#"class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
         module = load_inline(
@@ -242,18 +257,34 @@ class ModelNew(nn.Module):
         if {shapes}:
             raise ValueError(f"CUDA-L2's kernel is specialized to M, N, K = {{M}}, {{N}}, {{K}}")
 {unpack}{call}
-"#,
-        accumulator = facts.accumulator.name(),
-        evidence = if facts.accumulator_evidence.is_empty() {
-            "no declaration recognised".to_string()
-        } else {
-            facts
-                .accumulator_evidence
-                .replace('"', "'")
-                .replace('\\', "/")
-        },
-        stream = if facts.private_stream { "yes" } else { "no" },
-        flags = flags.join(",\n    "),
-        kernel = literal(code),
+"#
     )
+}
+
+/// `forward`'s call of the kernel and its return.
+fn call(facts: &Facts) -> String {
+    // b (K x N row-major) and b_col_major (shape (K, N), the memory of B's transpose) as the
+    // harness hands them over; the one the kernel does not read is a view of the right shape.
+    let operands = match facts.layout {
+        Layout::RowMajor => "a, b = A, B\n        b_col_major = B  # not read by this kernel",
+        Layout::ColMajor => "a = A\n        b, b_col_major = B_t.t(), B_t.view(K, N)",
+        Layout::Both => "a, b = A, B\n        b_col_major = B_t.view(K, N)",
+    };
+    if facts.padding == [0; 3] {
+        format!(
+            "        {operands}\n        c = torch.empty(M, N, dtype=torch.float16, device=A.device)\n        \
+             self.kernel(a, b, b_col_major, c)\n        return c"
+        )
+    } else {
+        "        # Zeros up to the kernel's tile, as CUDA-L2's harness pads before the call.\n        \
+         a = torch.zeros(M + PAD_M, K + PAD_K, dtype=torch.float16, device=A.device)\n        \
+         a[:M, :K] = A\n        \
+         b = torch.zeros(K + PAD_K, N + PAD_N, dtype=torch.float16, device=A.device)\n        \
+         b[:K, :N] = B if B is not None else B_t.t()\n        \
+         b_col_major = b.t().contiguous().view(K + PAD_K, N + PAD_N)\n        \
+         c = torch.empty(M + PAD_M, N + PAD_N, dtype=torch.float16, device=A.device)\n        \
+         self.kernel(a, b, b_col_major, c)\n        \
+         return c[:M, :N].contiguous()"
+            .to_string()
+    }
 }

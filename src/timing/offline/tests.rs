@@ -154,7 +154,11 @@ mod session {
     }
 
     fn outcome(checks: &[Check], name: &str) -> Outcome {
-        checks.iter().find(|c| c.name == name).unwrap().outcome
+        checks
+            .iter()
+            .find(|c| c.name.as_str() == name)
+            .unwrap()
+            .outcome
     }
 
     /// The session's time outside its sampled rounds is counted where it went: both arms'
@@ -315,7 +319,7 @@ mod session {
             assert!(timing.is_ok(), "{timing:?}");
             let check = checks
                 .iter()
-                .find(|c| c.name == "runtime.processes")
+                .find(|c| c.name.as_str() == "runtime.processes")
                 .unwrap();
             match gpu {
                 false => assert_eq!(check.outcome, Outcome::Pass, "{check:?}"),

@@ -13,6 +13,7 @@ import torch
 
 from ..task import returns
 from ..wire import cause, errors
+from ..wire.messages import CheckName
 from . import outputs
 
 
@@ -38,7 +39,7 @@ def compare(ref, cand, atol, rtol, log, excused=()):
     against float64 already) skip the tolerance."""
     differs = _structure(ref, cand, log)
     if differs:
-        return {"correct": False, "reason": f"outputs.structure: {differs}"}
+        return {"correct": False, "reason": f"{CheckName.OUTPUTS_STRUCTURE}: {differs}"}
     refs, cands = returns.tensors(ref), returns.tensors(cand)
     worst_abs = worst_rel = 0.0
     scaled = []  # (evidence, seconds) of outputs whose atol was tightened
@@ -76,7 +77,7 @@ def compare(ref, cand, atol, rtol, log, excused=()):
             # The scaled atol decided only if the output passes with the given one.
             decided = tol < atol and all(torch.allclose(cp, rp, atol=atol, rtol=rtol) for rp, cp in outputs.pieces(r, c))
             _log_scaled(log, scaled, "fail" if decided else "pass")
-            shown = f"atol {atol}" if not decided else f"correctness.scaled_tolerance: atol {atol} scaled to {tol:.3g}, 1% of max|ref| {peak:.3g}"
+            shown = f"atol {atol}" if not decided else f"{CheckName.CORRECTNESS_SCALED_TOLERANCE}: atol {atol} scaled to {tol:.3g}, 1% of max|ref| {peak:.3g}"
             return {
                 "correct": False,
                 "reason": f"output {i} differs: max abs diff {worst_abs:.3g} ({shown}; rtol {rtol})",
@@ -95,13 +96,13 @@ def _structure(ref, cand, log):
     where a list, nested alike. Returns how they differ, or None."""
     expected, got = returns.structure(ref), returns.structure(cand)
     differs = f"forward returned {got}, the reference returns {expected}" if got != expected else None
-    log.add("outputs.structure", "fail" if differs else "pass", differs or got)
+    log.add(CheckName.OUTPUTS_STRUCTURE, "fail" if differs else "pass", differs or got)
     return differs
 
 
 def _log_scaled(log, scaled, outcome):
     if scaled:
-        log.add("correctness.scaled_tolerance", outcome, "; ".join(e for e, _ in scaled), sum(t for _, t in scaled))
+        log.add(CheckName.CORRECTNESS_SCALED_TOLERANCE, outcome, "; ".join(e for e, _ in scaled), sum(t for _, t in scaled))
 
 
 def modified_inputs(pristine, returned):
@@ -125,7 +126,7 @@ def inputs_integrity(inputs, cand_inputs, log):
     started = time.perf_counter()
     changed = modified_inputs(inputs, cand_inputs)
     evidence = f"forward modified its input(s) {changed}" if changed else f"{len(cand_inputs)} tensor input(s) unchanged"
-    log.add("inputs.integrity", "fail" if changed else "pass", evidence, time.perf_counter() - started)
+    log.add(CheckName.INPUTS_INTEGRITY, "fail" if changed else "pass", evidence, time.perf_counter() - started)
     return changed
 
 

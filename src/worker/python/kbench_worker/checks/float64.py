@@ -13,6 +13,7 @@ import torch
 
 from ..task import models, returns
 from ..task.inputs import make_inputs
+from ..wire.messages import CheckName
 from . import correctness, kernelbench, precision
 
 
@@ -32,9 +33,9 @@ def fp64_error_ratio(reference, req, ref, cand, result, log):
         outcome, evidence = "skip", f"the reference does not run in float64: {type(exc).__name__}: {str(exc)[:200]}"
     refs64 = None
     models.release_memory(reference.device)
-    log.add("precision.fp64_error_ratio", outcome, evidence, time.perf_counter() - started)
+    log.add(CheckName.PRECISION_FP64_ERROR_RATIO, outcome, evidence, time.perf_counter() - started)
     if outcome == "fail":
-        result.update(correct=False, reason=f"precision.fp64_error_ratio: {evidence}")
+        result.update(correct=False, reason=f"{CheckName.PRECISION_FP64_ERROR_RATIO}: {evidence}")
     return outcome
 
 
@@ -76,7 +77,7 @@ def judge_miss(reference, req, ref, cand, result, log):
             evidence += f"; within the unscaled tolerance (atol {reference.atol:g}, rtol {reference.rtol:g}): inconclusive, not failed"
         if len(refs) > 1:
             evidence = f"output {index}: {evidence}"
-        log.add("precision.fp64_judged", outcome, evidence, time.perf_counter() - started)
+        log.add(CheckName.PRECISION_FP64_JUDGED, outcome, evidence, time.perf_counter() - started)
         if outcome != "pass" and not inconclusive:
             result["reason"] += f"; {evidence}"
             break
@@ -103,7 +104,7 @@ def judge_accumulation(reference, req, cand, result, log):
         refs32 = _run_as(reference, req, torch.float32)
     except (RuntimeError, TypeError, NotImplementedError) as exc:
         models.release_memory(reference.device)
-        log.add("precision.fp32_accumulation", "skip", f"the reference does not run in float64 and fp32: {type(exc).__name__}: {str(exc)[:200]}", time.perf_counter() - started)
+        log.add(CheckName.PRECISION_FP32_ACCUMULATION, "skip", f"the reference does not run in float64 and fp32: {type(exc).__name__}: {str(exc)[:200]}", time.perf_counter() - started)
         return
     fp16_ratio = _fp16_accumulation(reference, req, refs32, refs64, cands)
     judged = []  # (outcome, evidence) per floating output
@@ -116,15 +117,15 @@ def judge_accumulation(reference, req, cand, result, log):
     if not judged:
         return
     outcome, evidence = next((j for j in judged if j[0] == "fail"), judged[0])
-    log.add("precision.fp32_accumulation", outcome, evidence, time.perf_counter() - started)
+    log.add(CheckName.PRECISION_FP32_ACCUMULATION, outcome, evidence, time.perf_counter() - started)
     if outcome == "pass" and not result["correct"] and len(judged) == len(cands):
         result.update(correct=True, reason="")
     if outcome != "fail":
         return
     if result["correct"]:
-        result.update(correct=False, reason=f"precision.fp32_accumulation: {evidence}")
+        result.update(correct=False, reason=f"{CheckName.PRECISION_FP32_ACCUMULATION}: {evidence}")
     else:
-        result["reason"] += f"; precision.fp32_accumulation: {evidence}"
+        result["reason"] += f"; {CheckName.PRECISION_FP32_ACCUMULATION}: {evidence}"
 
 
 def _fp16_accumulation(reference, req, refs32, refs64, cands):

@@ -177,8 +177,9 @@ def alias(out, inputs, model):
     return an `out=` buffer, and a zero buffer on a task whose output is constant). Both break
     the module contract, not the values: `errors.ContractError`."""
     from ..wire.errors import ContractError
+    from ..wire.messages import CheckName
 
     aliased = aliased_outputs(out, inputs, model)
     if aliased:
-        raise ContractError(f"outputs.alias: {'; '.join(aliased[:4])}")
+        raise ContractError(f"{CheckName.OUTPUTS_ALIAS}: {'; '.join(aliased[:4])}")
     return "pass", "no output shares memory with an input, parameter or buffer"

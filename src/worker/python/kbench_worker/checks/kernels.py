@@ -73,8 +73,9 @@ def watch_extensions():
                     raise RuntimeError(remembered.read_text(errors="replace"))
                 module = __original(**kwargs)
             except BaseException as exc:
-                why = cause.build_message(exc) if cause.is_build_failure(exc) else cause.line(exc)
-                _failed.append({"extension": str(ext), "phase": phase, "cause": why})
+                built = cause.is_build_failure(exc)
+                why = cause.build_message(exc) if built else cause.line(exc)
+                _failed.append({"extension": str(ext), "phase": phase, "cause": why, "drift": cause.drifted(str(exc)) if built else None})
                 _remember_failure(remembered, exc)
                 raise
             _seen.append(f"cpp_extension.{__name}:{ext}")

@@ -10,7 +10,8 @@ checks call forward again) keeps one entry: the most severe outcome, the time su
 
 import time
 
-from ..wire.errors import ContractError
+from ..wire.errors import ContractError, OutputCheckError, OutputTypeError
+from ..wire.messages import CheckName
 
 # Order of severity when one check ran more than once in a request.
 SEVERITY = {"skip": 0, "pass": 1, "warn": 2, "fail": 3}
@@ -25,6 +26,7 @@ class Log:
         self.breach = None
 
     def add(self, name, outcome, evidence, seconds=0.0):
+        name = CheckName(name)  # a name not in the schema's list raises here, not in kbench
         entry = self._entries.get(name)
         if entry is None:
             self._entries[name] = {"name": name, "outcome": outcome, "evidence": evidence, "seconds": seconds}
@@ -35,14 +37,19 @@ class Log:
 
     def run(self, name, check, *args):
         """Call ``check(*args)``, which returns (outcome, evidence), and record it with its time.
-        An exception (the check's verdict) propagates and records nothing, except a breach of
-        the module contract: a failure, kept in ``breach``."""
+        An exception (the check's verdict) propagates and records nothing, naming the check where
+        it proves the outputs wrong (``check``, the error record's), except a breach of the
+        module contract: a failure, kept in ``breach``."""
         started = time.perf_counter()
         try:
             outcome, evidence = check(*args)
         except ContractError as exc:
             self.breach = self.breach or str(exc)
             outcome, evidence = "fail", str(exc)
+        except (OutputCheckError, OutputTypeError) as exc:
+            # Wrong outputs this check proved, unless a check it ran (a second call's) did first.
+            exc.check = getattr(exc, "check", None) or CheckName(name)
+            raise
         self.add(name, outcome, evidence, time.perf_counter() - started)
 
     def entries(self):

@@ -13,6 +13,7 @@ import torch
 
 from ..task import returns
 from ..wire.errors import OVERWRITTEN, ContractError, OutputCheckError, OutputTypeError, TamperError
+from ..wire.messages import CheckName
 
 # Elements per comparison step: bounds the temporaries of a comparison on multi-GB outputs.
 CHUNK = 1 << 26
@@ -41,12 +42,12 @@ def exact_type(out):
         if kind is torch.Tensor:
             continue
         if issubclass(kind, torch.Tensor) or any("__torch_function__" in vars(k) for k in kind.__mro__):
-            raise TamperError(f"outputs.exact_type: output {i} is a {kind.__name__}, a tensor-like type that can defer its work")
-        raise OutputTypeError(f"outputs.exact_type: output {i} is a {kind.__name__}, not a torch.Tensor")
+            raise TamperError(f"{CheckName.OUTPUTS_EXACT_TYPE}: output {i} is a {kind.__name__}, a tensor-like type that can defer its work")
+        raise OutputTypeError(f"{CheckName.OUTPUTS_EXACT_TYPE}: output {i} is a {kind.__name__}, not a torch.Tensor")
     for i, o in enumerate(items):
         odd = _odd_layout(o)
         if odd:
-            raise OutputTypeError(f"outputs.exact_type: output {i} {odd}, not a dense strided tensor")
+            raise OutputTypeError(f"{CheckName.OUTPUTS_EXACT_TYPE}: output {i} {odd}, not a dense strided tensor")
     return "pass", f"{len(items)} plain strided torch.Tensor output(s)"
 
 
@@ -119,7 +120,7 @@ def stream_join(outs):
     torch.cuda.synchronize()
     late = [i for i, (o, t, c) in enumerate(zip(outs, tails, copies)) if not (same_bits(_tail(o), t) and same_bits(o, c))]
     if late:
-        raise TamperError(f"timing.stream_join: output(s) {late} changed after the current stream had finished: forward left work running on another stream")
+        raise TamperError(f"{CheckName.TIMING_STREAM_JOIN}: output(s) {late} changed after the current stream had finished: forward left work running on another stream")
     return "pass", f"{len(outs)} output(s) complete when the current stream was"
 
 
@@ -136,7 +137,7 @@ def settled(outs, returned):
     time.sleep(SETTLE_S)
     late = [i for i, (o, r) in enumerate(zip(outs, returned)) if not same_bits(o, r)]
     if late:
-        raise TamperError(f"outputs.settled: output(s) {late} changed within {SETTLE_S * 1000:.0f} ms after forward returned: forward left work running that writes them")
+        raise TamperError(f"{CheckName.OUTPUTS_SETTLED}: output(s) {late} changed within {SETTLE_S * 1000:.0f} ms after forward returned: forward left work running that writes them")
     return "pass", f"{len(outs)} output(s) unchanged {SETTLE_S * 1000:.0f} ms after forward returned"
 
 
@@ -183,7 +184,7 @@ def independence(first, copies, second):
     gone = overwritten(first)
     if gone:
         raise ContractError(
-            f"outputs.independence: the next call overwrote output(s) {gone} (torch.compile's CUDA graphs hand out the same output storage "
+            f"{CheckName.OUTPUTS_INDEPENDENCE}: the next call overwrote output(s) {gone} (torch.compile's CUDA graphs hand out the same output storage "
             "on every call, and mark what they overwrote unreadable), so the next call overwrites the caller's result; return new tensors "
             "(e.g. copy out of a CUDA graph's static output)"
         )
@@ -192,14 +193,14 @@ def independence(first, copies, second):
         for a, c in zip(first, copies or []):
             a.copy_(c)
         raise ContractError(
-            f"outputs.independence: forward returns the same output storage on every call ({'; '.join(shared[:4])}), "
+            f"{CheckName.OUTPUTS_INDEPENDENCE}: forward returns the same output storage on every call ({'; '.join(shared[:4])}), "
             "so the next call overwrites the caller's result; return new tensors (e.g. copy out of a CUDA graph's static output)"
         )
     if copies is None:
         return "pass", "new memory on the next call (no room to copy the outputs, contents not compared)"
     changed = [f"output {i} changed when forward ran again" for i, (a, c) in enumerate(zip(first, copies)) if not same_bits(a, c)]
     if changed:
-        raise TamperError(f"outputs.independence: {'; '.join(changed[:4])}, although the next call returned other memory")
+        raise TamperError(f"{CheckName.OUTPUTS_INDEPENDENCE}: {'; '.join(changed[:4])}, although the next call returned other memory")
     return "pass", "outputs unchanged by the next call, which returned new memory"
 
 
@@ -220,7 +221,7 @@ def distinct_calls(outs):
             earlier = held.get(key)
             if earlier is not None and earlier[0] != j:
                 raise ContractError(
-                    f"outputs.independence: timed call {j} returned the memory of the burst's earlier output {earlier[1]} of call {earlier[0]}: "
+                    f"{CheckName.OUTPUTS_INDEPENDENCE}: timed call {j} returned the memory of the burst's earlier output {earlier[1]} of call {earlier[0]}: "
                     "forward returns the same output storage on every call, so each call overwrites the caller's last result; "
                     "return new tensors (e.g. copy out of a CUDA graph's static output)"
                 )
@@ -237,7 +238,7 @@ def rerun(first, again, atol, rtol, changed):
     worst = 0.0
 
     def fail(i, detail):
-        said = f"determinism.rerun: output {i} differs between two calls on the same inputs{detail}"
+        said = f"{CheckName.DETERMINISM_RERUN}: output {i} differs between two calls on the same inputs{detail}"
         if changed:
             raise ContractError(f"{said}; forward keeps state between calls (the call changed {', '.join(changed[:4])})")
         raise OutputCheckError(f"{said}; forward reads memory it did not write")

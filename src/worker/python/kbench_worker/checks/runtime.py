@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from ..wire.errors import TamperError
+from ..wire.messages import CheckName
 
 # How long a new OS thread with no thread state is waited for: a thread that just started gets to
 # count itself as a Python thread, one that just ended to leave the OS's list of threads.
@@ -107,9 +108,9 @@ class Threads:
         counts = f"OS threads {len(self.tids)} before the import, {tids} now"
         if python > 0:
             where = ", ".join(found["own"][:4] + ["no Python frame"] * (python > len(found["own"])))
-            raise TamperError(f"runtime.thread_count: forward left {python} Python thread(s) running ({where}; {counts})")
+            raise TamperError(f"{CheckName.RUNTIME_THREAD_COUNT}: forward left {python} Python thread(s) running ({where}; {counts})")
         if native > 0:
-            raise TamperError(f"runtime.thread_count: forward left {native} native thread(s) running, with no Python thread state ({counts})")
+            raise TamperError(f"{CheckName.RUNTIME_THREAD_COUNT}: forward left {native} native thread(s) running, with no Python thread state ({counts})")
         if library:
             return "warn", f"{len(library)} torch/Triton thread(s) ({', '.join(library)}); {counts}"
         return "pass", f"no new thread ({counts})"
@@ -270,7 +271,7 @@ class L2Limit:
         if now is None:
             return "skip", why
         if now != self.baseline:
-            raise TamperError(f"runtime.l2_persist_limit: the persisting-L2 limit went from {self.baseline:,} to {now:,} bytes")
+            raise TamperError(f"{CheckName.RUNTIME_L2_PERSIST_LIMIT}: the persisting-L2 limit went from {self.baseline:,} to {now:,} bytes")
         return "pass", f"persisting-L2 limit {now:,} bytes, as before the import"
 
 

@@ -17,7 +17,7 @@ from ..task.inputs import input_shapes, load_task, make_inputs
 from ..timing import arms, modes
 from ..wire import cause, errors, transfer
 from ..wire.errors import TamperError
-from ..wire.messages import Judged, KernelbenchTrial, Load, Loaded, Perturb, Perturbed, Profile, Profiled, Shipped, State, Stated, Time, Timed, TimeSetup, Trial, Warmed
+from ..wire.messages import CheckName, Judged, KernelbenchTrial, Load, Loaded, Perturb, Perturbed, Profile, Profiled, Shipped, State, Stated, Time, Timed, TimeSetup, Trial, Warmed
 from ..wire.protocol import error, serve
 
 
@@ -59,7 +59,7 @@ class Candidate:
         self.model = models.build(cls, self.init, self.device, self.precision)
         kernels.phase = "forward"
         self.checks = Log()  # what the import and the constructor did
-        self.checks.run("precision.tf32_flags", runtime.tf32_flags)
+        self.checks.run(CheckName.PRECISION_TF32_FLAGS, runtime.tf32_flags)
         self.timed = None
         self.shared = None
         self.perturbed = None  # the seed of `params.perturbation`, while it holds
@@ -107,21 +107,21 @@ class Candidate:
         (on the CPU, a copy of the outputs) before the device-wide synchronize, threads, the
         outputs settled and process state after it."""
         if self.cuda:
-            log.run("memory.poisoned_allocator", poison.poison, self.device, pattern)
+            log.run(CheckName.MEMORY_POISONED_ALLOCATOR, poison.poison, self.device, pattern)
         out = models.forward(self.model, inputs, seed)
-        log.run("outputs.exact_type", outputs.exact_type, out)
+        log.run(CheckName.OUTPUTS_EXACT_TYPE, outputs.exact_type, out)
         # On the CPU, the outputs as forward returned them, for `outputs.settled`.
         returned = None if self.cuda else outputs.snapshot(returns.tensors(out))
         if self.cuda:
-            log.run("timing.stream_join", outputs.stream_join, returns.tensors(out))
+            log.run(CheckName.TIMING_STREAM_JOIN, outputs.stream_join, returns.tensors(out))
         models.synchronize(self.device)
-        log.run("outputs.alias", integrity.alias, out, inputs, self.model)
-        log.run("runtime.thread_count", self.threads.check)
+        log.run(CheckName.OUTPUTS_ALIAS, integrity.alias, out, inputs, self.model)
+        log.run(CheckName.RUNTIME_THREAD_COUNT, self.threads.check)
         if returned is not None:
-            log.run("outputs.settled", outputs.settled, returns.tensors(out), returned)
+            log.run(CheckName.OUTPUTS_SETTLED, outputs.settled, returns.tensors(out), returned)
         if self.cuda:
-            log.run("runtime.l2_persist_limit", self.l2.check)
-        log.run("precision.tf32_flags", runtime.tf32_flags)
+            log.run(CheckName.RUNTIME_L2_PERSIST_LIMIT, self.l2.check)
+        log.run(CheckName.PRECISION_TF32_FLAGS, runtime.tf32_flags)
         return out
 
     def deep(self, req, out, log):
@@ -131,11 +131,11 @@ class Candidate:
         graphs: `outputs.independence` records the breach, and the values are still compared)."""
         first = returns.tensors(out)
         copies = outputs.snapshot(first)
-        log.run("outputs.independence", _unless_oom, self.independence, req, first, copies, log)
+        log.run(CheckName.OUTPUTS_INDEPENDENCE, _unless_oom, self.independence, req, first, copies, log)
         if copies is not None and outputs.overwritten(first):
             out, first = returns.rebuilt(out, copies), copies
         del copies  # unless they stand for the outputs now: the rerun's call needs the room
-        log.run("determinism.rerun", _unless_oom, self.rerun, req, first, log)
+        log.run(CheckName.DETERMINISM_RERUN, _unless_oom, self.rerun, req, first, log)
         return out
 
     def perturb(self, seed, built=None):
@@ -187,8 +187,8 @@ class Candidate:
         self.shared = None
         log, reply = Log(), {}
         if self.cuda:
-            log.run("profile.library_share", _unless_oom, self.library_share, req, reply)
-        log.run("profile.library_output", _unless_oom, self.library_output, req)
+            log.run(CheckName.PROFILE_LIBRARY_SHARE, _unless_oom, self.library_share, req, reply)
+        log.run(CheckName.PROFILE_LIBRARY_OUTPUT, _unless_oom, self.library_output, req)
         # Extensions built lazily in forward count too, and so do the builds that failed.
         return {**reply, "checks": log.entries(), **self.kernel_report()}
 
@@ -245,9 +245,9 @@ class Candidate:
         models.release_memory(self.device)
         log = Log()
         if self.cuda:
-            log.run("runtime.l2_persist_limit", self.l2.check)
-        log.run("precision.tf32_flags", runtime.tf32_flags)
-        log.run("outputs.independence", _unless_oom, self.warm_independence, req, log)
+            log.run(CheckName.RUNTIME_L2_PERSIST_LIMIT, self.l2.check)
+        log.run(CheckName.PRECISION_TF32_FLAGS, runtime.tf32_flags)
+        log.run(CheckName.OUTPUTS_INDEPENDENCE, _unless_oom, self.warm_independence, req, log)
         return {"checks": log.entries(), "contract": log.breach}
 
     def warm_independence(self, req, log):
@@ -278,7 +278,7 @@ def _unless_oom(check, *args):
 def verify(candidate):
     changed = candidate.snapshot.changed() if candidate is not None else []
     if changed:
-        raise TamperError(f"integrity.monkeypatch_snapshot: the submission rebound {', '.join(changed[:8])}")
+        raise TamperError(f"{CheckName.INTEGRITY_MONKEYPATCH_SNAPSHOT}: the submission rebound {', '.join(changed[:8])}")
 
 
 def _copies(out):
@@ -295,7 +295,7 @@ def load_error(exc):
     if isinstance(exc, LookupError) and "ModelNew" in str(exc):
         return error("no_model_new", str(exc))
     if cause.is_build_failure(exc):
-        return error("build", cause.build_message(exc), exc)
+        return errors.build_error(exc)
     return errors.classify(exc, "load")
 
 

@@ -34,7 +34,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from ..checks import kernels
 from ..task import models, taskfile
 from ..task.inputs import load_task, make_inputs
-from ..wire import cause
+from ..wire import cause, errors
 from ..wire.messages import Built, Compile, Warm
 from ..wire.protocol import error, serve
 
@@ -128,7 +128,7 @@ def compile_file(req):
     except BaseException as exc:  # noqa: BLE001 - any failure of submission code is a result
         traceback.print_exc()
         if cause.is_build_failure(exc):
-            return None, {"ok": False, "error": error("build", cause.build_message(exc), exc)}
+            return None, {"ok": False, "error": errors.build_error(exc)}
         return None, {"ok": False, "error": error("import", cause.line(exc), exc)}
     kernels.build_report("compiled")
     return module, {"ok": True, "has_model_new": hasattr(module, "ModelNew"), "kernels": kernels.found(module), "compiled": kernels.compiled()}
@@ -163,7 +163,7 @@ def warm(module, req):
     except BaseException as exc:  # noqa: BLE001 - any failure of submission code is a result
         traceback.print_exc()
         if cause.is_build_failure(exc):
-            return {"ok": False, "error": error("build", cause.build_message(exc), exc)}
+            return {"ok": False, "error": errors.build_error(exc)}
         note = cause.line(exc)
         if isinstance(exc, StopWarmup) and reached == "construct":
             reached = "forward"  # it got as far as a kernel, or ran long enough

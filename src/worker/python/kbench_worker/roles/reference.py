@@ -20,7 +20,7 @@ from ..task import models, params, taskfile
 from ..task.inputs import forget_tasks, load_task, make_inputs
 from ..timing import arms, kept, modes
 from ..wire import errors, transfer
-from ..wire.messages import Checked, CheckKept, CheckOutputs, Load, Loaded, Perturb, Perturbed, Profile, Profiled, Time, Timed, TimeSetup, Warmed
+from ..wire.messages import Checked, CheckKept, CheckName, CheckOutputs, Load, Loaded, Perturb, Perturbed, Profile, Profiled, Time, Timed, TimeSetup, Warmed
 from ..wire.protocol import error, serve
 from . import memo
 
@@ -114,7 +114,7 @@ class Reference:
             result["kernelbench_needed"] = correctness.handed_over(kernelbench.needed, ref, cand)
         if result["correct"] and changed:
             # Right values, written into the caller's inputs: a breach of the module contract.
-            result["contract"] = f"inputs.integrity: forward modified its input(s) {changed}"
+            result["contract"] = f"{CheckName.INPUTS_INTEGRITY}: forward modified its input(s) {changed}"
         del ref, cand
         # Give the cache back now: the candidate's next call needs the room (a 16 GB task ran
         # out of memory while this worker still cached its last outputs and inputs).

@@ -22,6 +22,7 @@ from ..task import returns
 from ..task.models import nbytes
 from ..wire import transfer
 from ..wire.errors import OutputTypeError
+from ..wire.messages import CheckName
 
 # The most calls a round asks of one arm: two blocks of at most 10 samples of at most 32 calls.
 MAX_SLOTS = 640
@@ -69,10 +70,10 @@ class Pool:
         outputs.exact_type(out)
         tensors = returns.tensors(out)
         if returns.structure(out) != self.structure:
-            raise OutputTypeError(f"outputs.structure: a timed call returned {returns.structure(out)}, the warm-up {self.structure}")
+            raise OutputTypeError(f"{CheckName.OUTPUTS_STRUCTURE}: a timed call returned {returns.structure(out)}, the warm-up {self.structure}")
         for buffer, t in zip(self.buffers, tensors):
             if t.shape != buffer.shape[1:] or t.dtype != buffer.dtype:
-                raise OutputTypeError(f"outputs.exact_type: a timed call returned {t.dtype} {list(t.shape)}, the warm-up {buffer.dtype} {list(buffer.shape[1:])}")
+                raise OutputTypeError(f"{CheckName.OUTPUTS_EXACT_TYPE}: a timed call returned {t.dtype} {list(t.shape)}, the warm-up {buffer.dtype} {list(buffer.shape[1:])}")
             buffer[slot % self.slots].copy_(t)
 
     def describe(self):

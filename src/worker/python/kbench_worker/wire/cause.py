@@ -46,18 +46,25 @@ def is_build_failure(exc):
     return "Error building extension" in text or "CalledProcessError" in text or "CompilationError" in text
 
 
-def drift(text):
-    """`environment: <what of the toolchain moved>; ` when compiler output shows a known case of
-    toolchain drift, else "". The prefix `environment: ` is stable (reports key on it)."""
+def drifted(text):
+    """What of the toolchain moved, when compiler output shows a known case of toolchain drift,
+    else None: the error record's `drift` (kbench's verdict `environment` reads that field)."""
     if _DISPATCH_TYPE.search(text):
         import torch
 
         version = torch.__version__.split("+")[0]
-        return f"environment: the kernel uses AT_DISPATCH on x.type(), which torch {version} removed (use x.scalar_type()); "
+        return f"the kernel uses AT_DISPATCH on x.type(), which torch {version} removed (use x.scalar_type())"
     arch = _OLD_ARCH.search(text)
     if arch:
-        return f"environment: the installed nvcc no longer supports {arch.group(1)} (--compat raises it); "
-    return ""
+        return f"the installed nvcc no longer supports {arch.group(1)} (--compat raises it)"
+    return None
+
+
+def drift(text):
+    """`environment: <what of the toolchain moved>; ` (`drifted`) for the message people read,
+    else ""."""
+    moved = drifted(text)
+    return f"environment: {moved}; " if moved else ""
 
 
 def build_message(exc):

@@ -14,7 +14,8 @@ class OutputTypeError(TypeError):
 
 
 class OutputCheckError(RuntimeError):
-    """A runtime check proved the outputs wrong, deliberately or not; the message names the check."""
+    """A runtime check proved the outputs wrong, deliberately or not; the message names the check,
+    and `Log.run` sets ``check`` to it (the error record's `check`)."""
 
 
 class TamperError(RuntimeError):
@@ -36,12 +37,18 @@ OVERWRITTEN = "accessing tensor output of CUDAGraphs that has been overwritten b
 _CAPTURE_LEFT_OPEN = "Offset increment outside graph capture encountered unexpectedly"
 
 
+def build_error(exc):
+    """The error record of an extension build that failed (`cause.is_build_failure`): its one
+    line, and the toolchain drift it shows, if any, in a field of its own."""
+    return error("build", cause.build_message(exc), exc, drift=cause.drifted(str(exc)))
+
+
 def classify(exc, phase, kind=None):
     """Map an exception raised by task or submission code to a protocol error: its kind is
     ``kind``, or the phase (``load``, ``forward``), unless the exception says more."""
     text = str(exc)
     if isinstance(exc, (OutputTypeError, OutputCheckError)):
-        return error("output", text)
+        return error("output", text, check=getattr(exc, "check", None))
     if isinstance(exc, ContractError):
         return error("contract", text)
     if OVERWRITTEN in text:

@@ -16,6 +16,7 @@ null. Every reply field may be left out (kbench reads a default).
 """
 
 from dataclasses import dataclass, fields
+from enum import StrEnum
 from typing import Any, ClassVar, Literal, Optional, TypedDict
 
 ErrorKind = Literal[
@@ -268,12 +269,66 @@ class MeasureCeilings:
 
 Outcome = Literal["skip", "pass", "warn", "fail"]
 
+
+class CheckName(StrEnum):
+    """The runtime checks' names, the schema's `CheckName` (kbench's `worker::CheckName`): every
+    check entry and every reason that names a check takes its name from here. A member is its
+    string (`str()`, f-strings and JSON write the name itself)."""
+
+    CORRECTNESS_SCALED_TOLERANCE = "correctness.scaled_tolerance"
+    DETERMINISM_RERUN = "determinism.rerun"
+    HARNESS_ALONE = "harness.alone"
+    HARNESS_RESULT_CHANNEL_AUTH = "harness.result_channel_auth"
+    HARNESS_TRANSFER = "harness.transfer"
+    INPUTS_DISTRIBUTION_PERTURBATION = "inputs.distribution_perturbation"
+    INPUTS_INTEGRITY = "inputs.integrity"
+    INPUTS_MEAN_SHIFT = "inputs.mean_shift"
+    INPUTS_SHAPE_PERTURBATION = "inputs.shape_perturbation"
+    INTEGRITY_MONKEYPATCH_SNAPSHOT = "integrity.monkeypatch_snapshot"
+    KERNELBENCH_ENVIRONMENT = "kernelbench.environment"
+    KERNELS_MAPPED = "kernels.mapped"
+    MEMORY_POISONED_ALLOCATOR = "memory.poisoned_allocator"
+    OUTPUTS_ALIAS = "outputs.alias"
+    OUTPUTS_EXACT_TYPE = "outputs.exact_type"
+    OUTPUTS_INDEPENDENCE = "outputs.independence"
+    OUTPUTS_SETTLED = "outputs.settled"
+    OUTPUTS_STRUCTURE = "outputs.structure"
+    PARAMS_PERTURBATION = "params.perturbation"
+    PRECISION_FP32_ACCUMULATION = "precision.fp32_accumulation"
+    PRECISION_FP64_ERROR_RATIO = "precision.fp64_error_ratio"
+    PRECISION_FP64_JUDGED = "precision.fp64_judged"
+    PRECISION_TF32_FLAGS = "precision.tf32_flags"
+    PROFILE_LIBRARY_OUTPUT = "profile.library_output"
+    PROFILE_LIBRARY_SHARE = "profile.library_share"
+    PROFILE_REFERENCE_OPS = "profile.reference_ops"
+    RUNTIME_L2_PERSIST_LIMIT = "runtime.l2_persist_limit"
+    RUNTIME_PROCESSES = "runtime.processes"
+    RUNTIME_THREAD_COUNT = "runtime.thread_count"
+    TASK_FACTS = "task.facts"
+    TIMING_AUDIT = "timing.audit"
+    TIMING_STREAM_JOIN = "timing.stream_join"
+    TIMING_TIMED_OUTPUT_CHECK = "timing.timed_output_check"
+    TIMING_WALL_ENVELOPE = "timing.wall_envelope"
+
+
 Severity = Literal["info", "warning", "error"]
+
+
+class WorkerError(TypedDict, total=False):
+    """A worker's error record (`protocol.error`): ``drift`` and ``check`` are what kbench's
+    verdict reads of a build on known toolchain drift and of wrong outputs a check proved."""
+
+    check: Optional[CheckName]
+    drift: Optional[str]
+    fatal: bool
+    kind: ErrorKind
+    message: str
+    traceback: Optional[str]
 
 
 class Check(TypedDict, total=False):
     evidence: str
-    name: str
+    name: CheckName
     outcome: Outcome
     runs: int
     seconds: float
@@ -281,6 +336,7 @@ class Check(TypedDict, total=False):
 
 class BuildFailure(TypedDict, total=False):
     cause: str
+    drift: Optional[str]
     extension: str
     phase: str
 

@@ -107,9 +107,16 @@ def sign(key, line):
     return hmac.new(key, line.encode(), hashlib.sha256).hexdigest()
 
 
-def error(kind: ErrorKind, message, exc=None, fatal=False):
-    """An error record; ``fatal`` tells kbench never to reuse this worker (a CUDA error poisons it)."""
+def error(kind: ErrorKind, message, exc=None, fatal=False, drift=None, check=None):
+    """An error record; ``fatal`` tells kbench never to reuse this worker (a CUDA error poisons it);
+    ``drift``, what of the toolchain moved where a build failed on known toolchain drift
+    (`cause.drifted`), makes the failure the environment's, not the kernel's; ``check`` is the
+    runtime check whose finding it is (a `CheckName`). kbench reads those fields, not the message."""
     record = {"kind": kind, "message": message, "fatal": fatal}
     if exc is not None:
         record["traceback"] = "".join(traceback.format_exception(exc))[-20000:]
+    if drift is not None:
+        record["drift"] = drift
+    if check is not None:
+        record["check"] = check
     return record
