@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 
 use crate::stats::{Decision, Speedup};
 use crate::task::TaskId;
-use crate::verdict::Verdict;
+use crate::verdict::{Rewritten, Verdict};
 use crate::worker::CheckName;
 
 #[cfg(test)]
@@ -266,6 +266,11 @@ pub struct Build {
     /// verdicts are recorded with them and are not decided again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<String>,
+    /// Where the build succeeded but the module fell back from a build that met known
+    /// toolchain drift (caught inside the submission): what the pool's second build, with the
+    /// drift rewritten, did. The verdict is `environment` only where that one builds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_rewritten: Option<Rewritten>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

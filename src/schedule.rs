@@ -258,6 +258,7 @@ mod tests {
                 cache_note: String::new(),
                 compat: Vec::new(),
                 drift: None,
+                drift_rewritten: None,
             }
         }
 

@@ -263,12 +263,28 @@ pub struct BuildFailure {
     pub drift: Option<String>,
 }
 
+/// What a build the module fell back from on known toolchain drift did when the compile pool
+/// built the submission once more with the drift rewritten (`--compat`'s rewrite): the
+/// toolchain is the cause only where it then builds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct Rewritten {
+    /// The rewrites made, each `what (N places)`.
+    pub rewrites: Vec<String>,
+    /// The kernel's own failure with the drift rewritten (a build that raised again, or a build
+    /// that failed); None where every build succeeded.
+    pub own: Option<String>,
+}
+
 /// What the candidate worker saw of a correct submission's kernels, and the profile of one call.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct KernelEvidence {
     /// Extensions and JIT kernels it loaded (`cpp_extension.load_inline:name`, `triton:fn`).
     pub kernels: Vec<String>,
     pub build_failures: Vec<BuildFailure>,
+    /// Where a build failure met toolchain drift: what the build with the drift rewritten did
+    /// (`Build::drift_rewritten`); None where it was not tried.
+    pub drift_rewritten: Option<Rewritten>,
     /// Kernel names its source defines (`__global__`, `@triton.jit`).
     pub defined: Vec<String>,
     /// From the profiled call (GPU only): device ms in its own kernels, and in all kernels.
@@ -291,6 +307,33 @@ pub struct KernelEvidence {
     pub library_made: Option<String>,
 }
 
+/// A module with no kernel that fell back from build failure `f`: `NoKernel`, or `Environment`
+/// where the build met toolchain drift and, built again with the drift rewritten (`rewritten`,
+/// where tried), builds.
+fn fell_back(f: &BuildFailure, rewritten: Option<&Rewritten>) -> (Verdict, String) {
+    let fell = format!("(in {}), and the module fell back to PyTorch", f.phase);
+    match (&f.drift, rewritten) {
+        (None, _) => (Verdict::NoKernel, format!("{} {fell}", f.cause)),
+        (Some(_), Some(Rewritten { rewrites, own: Some(own) })) => (
+            Verdict::NoKernel,
+            format!(
+                "with the toolchain's drift rewritten ({}) the build still fails, for the kernel's own reason: {own} {fell}",
+                rewrites.join(", ")
+            ),
+        ),
+        (Some(_), Some(Rewritten { rewrites, own: None })) => {
+            // The drift's words first (`environment: ...`), as a failed build's message has them.
+            let (said, rest) = f.cause.split_once("; ").unwrap_or((&f.cause, ""));
+            let rewrites = rewrites.join(", ");
+            (
+                Verdict::Environment,
+                format!("{said}; with the drift rewritten it builds ({rewrites}): run with --compat to judge it; {rest} {fell}"),
+            )
+        }
+        (Some(_), None) => (Verdict::Environment, format!("{} {fell}", f.cause)),
+    }
+}
+
 /// The least GPU time in a profiled call on which the library share is judged: below it a few
 /// library launches that do none of the task's work (a fill, a copy of the output) are a large
 /// share (CUDA-L1's level1/32 kernel: 53 % of 4 µs).
@@ -301,22 +344,13 @@ const LIBRARY_JUDGED_FROM_MS: f64 = 0.02;
 /// reference's own kernel launches, every one, beside kernels of its own that took a small share,
 /// or library ops that made every output in the traced calls (`profile.library_output`).
 /// A module that fell back because its build met known toolchain drift is `Environment`: its
-/// kernel was not judged.
+/// kernel was not judged. Unless the build with the drift rewritten fails too: then the failure
+/// is the kernel's own, and the module is `NoKernel` with it.
 fn judge_kernels(k: &KernelEvidence) -> (Verdict, String) {
     let no_kernel = |why: String| (Verdict::NoKernel, why);
     if k.kernels.is_empty() {
         return match k.build_failures.first() {
-            Some(f) => (
-                if f.drift.is_some() {
-                    Verdict::Environment
-                } else {
-                    Verdict::NoKernel
-                },
-                format!(
-                    "{} (in {}), and the module fell back to PyTorch",
-                    f.cause, f.phase
-                ),
-            ),
+            Some(f) => fell_back(f, k.drift_rewritten.as_ref()),
             None => no_kernel("correct, but no custom kernel (pure PyTorch)".into()),
         };
     }
@@ -674,6 +708,11 @@ mod tests {
             drift: None,
         };
         let drift = "the installed nvcc no longer supports compute_70 (--compat raises it)";
+        let drifted_failure = BuildFailure {
+            cause: format!("environment: {drift}; {}", failure.cause),
+            drift: Some(drift.into()),
+            ..failure.clone()
+        };
         let built = || KernelEvidence {
             kernels: vec!["cpp_extension.load_inline:ext".into()],
             defined: vec!["relu_kernel".into()],
@@ -713,6 +752,32 @@ mod tests {
                 },
                 Verdict::NoKernel,
                 "environment: the installed nvcc",
+            ),
+            (
+                // Built again with the drift rewritten, it builds: the toolchain is the cause.
+                KernelEvidence {
+                    build_failures: vec![drifted_failure.clone()],
+                    drift_rewritten: Some(Rewritten {
+                        rewrites: vec!["compute_70 -> compute_75 (1 place)".into()],
+                        own: None,
+                    }),
+                    ..KernelEvidence::default()
+                },
+                Verdict::Environment,
+                "environment: the installed nvcc no longer supports compute_70 (--compat raises it); with the drift rewritten it builds (compute_70 -> compute_75 (1 place)): run with --compat to judge it; extension 'ext' failed to build: nvcc fatal : Unsupported gpu architecture 'compute_70' (in __init__), and the module fell back to PyTorch",
+            ),
+            (
+                // Built again with the drift rewritten, it fails still: the kernel's own failure.
+                KernelEvidence {
+                    build_failures: vec![drifted_failure.clone()],
+                    drift_rewritten: Some(Rewritten {
+                        rewrites: vec!["x.type() -> x.scalar_type() (1 place)".into()],
+                        own: Some("extension 'ext' failed to build: error: redefinition of 'PyInit_ext'".into()),
+                    }),
+                    ..KernelEvidence::default()
+                },
+                Verdict::NoKernel,
+                "with the toolchain's drift rewritten (x.type() -> x.scalar_type() (1 place)) the build still fails, for the kernel's own reason: extension 'ext' failed to build: error: redefinition of 'PyInit_ext' (in __init__), and the module fell back to PyTorch",
             ),
             (built(), Verdict::Pass, ""),
             (

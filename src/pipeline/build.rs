@@ -21,6 +21,7 @@ use crate::submission::Submission;
 use crate::task::{Task, TaskId};
 use crate::taskfacts::TaskFacts;
 use crate::untrusted::{self, Entry};
+use crate::verdict::Rewritten;
 use crate::worker::request::{Compile, Warm};
 use crate::worker::{ErrorKind, Failure, Link, Reply, Spawn};
 
@@ -31,6 +32,10 @@ use super::stage::{log_path, stage_exchange, stage_submission};
 use super::workspace::{build_bind, build_seen};
 
 type WarmReply = Result<Reply<Built>, Failure>;
+
+/// A compile worker's answer: what it built, or the build's failure (its status and message);
+/// Err where the stage could not be prepared.
+type Compiled = Result<Result<Built, (BuildStatus, String)>, String>;
 
 /// A build about to run, its log at `log`: nothing known of it yet.
 fn unbuilt(log: String) -> Build {
@@ -49,6 +54,7 @@ fn unbuilt(log: String) -> Build {
         cache_note: String::new(),
         compat: Vec::new(),
         drift: None,
+        drift_rewritten: None,
     }
 }
 
@@ -170,8 +176,13 @@ impl Builder<'_> {
         let rewrite = self.config.staged_rewrite();
         match self.compile_once(launcher, task, submission, (dir, log), rewrite, build)? {
             Ok(v) => {
+                let drifted = v.build_failures.iter().any(|f| f.drift.is_some());
                 build.kernels = v.kernels;
                 build.pool_compiled = v.compiled;
+                if drifted && rewrite.is_none() {
+                    build.drift_rewritten =
+                        self.fallback_rewritten(launcher, task, submission, (dir, log));
+                }
             }
             Err((status, message)) => {
                 build.status = status;
@@ -196,7 +207,7 @@ impl Builder<'_> {
         (dir, log): (&Path, &Path),
         rewrite: Option<&Compat>,
         build: &mut Build,
-    ) -> Result<Result<Built, (BuildStatus, String)>, String> {
+    ) -> Compiled {
         let mut env = self.build_env(dir);
         env.push(("CUDA_VISIBLE_DEVICES".into(), String::new()));
         let stage = stage_exchange(&self.confinement)?;
@@ -226,6 +237,57 @@ impl Builder<'_> {
         build: &Build,
     ) -> (String, Option<String>) {
         let (message, drift) = (build.message.as_str(), build.drift.clone());
+        let (second, tried) = self.rebuild_rewritten(launcher, task, submission, (dir, log));
+        // The message's words for the drift (`environment: ...`), then the build's own error.
+        let (said, rest) = message.split_once("; ").unwrap_or((message, ""));
+        let rewrites = second.compat.join(", ");
+        match tried {
+            Ok(Ok(_)) => (
+                format!("{said}; with the drift rewritten it builds ({rewrites}): run with --compat to judge it; {rest}"),
+                drift,
+            ),
+            Ok(Err((BuildStatus::Failed, own))) => (
+                format!("with the toolchain's drift rewritten ({rewrites}) the build still fails, for the kernel's own reason: {own}"),
+                None,
+            ),
+            _ => (message.to_string(), drift),
+        }
+    }
+
+    /// A module that caught a build failing on known toolchain drift and fell back, built once
+    /// more with the drift rewritten (`--compat`'s rewrite) in a scratch folder beside `dir`,
+    /// removed after: whether every build then succeeds, or the kernel's own failure (a build
+    /// that still raised inside the submission, or a build that failed). None where the second
+    /// build could not be tried or ended otherwise (a crash, a timeout).
+    fn fallback_rewritten<S: Spawner>(
+        &self,
+        launcher: &Launcher<'_, S>,
+        task: &Task,
+        submission: &Submission,
+        (dir, log): (&Path, &Path),
+    ) -> Option<Rewritten> {
+        let (second, tried) = self.rebuild_rewritten(launcher, task, submission, (dir, log));
+        let own = match tried {
+            Ok(Ok(v)) => v.build_failures.into_iter().next().map(|f| f.cause),
+            Ok(Err((BuildStatus::Failed, own))) => Some(own),
+            _ => return None,
+        };
+        Some(Rewritten {
+            rewrites: second.compat,
+            own,
+        })
+    }
+
+    /// The submission built again with the drift rewritten (`--compat`'s rewrite), in a scratch
+    /// folder beside `dir` removed after, its log beside `log`: the second build's record and
+    /// the pool's answer.
+    fn rebuild_rewritten<S: Spawner>(
+        &self,
+        launcher: &Launcher<'_, S>,
+        task: &Task,
+        submission: &Submission,
+        (dir, log): (&Path, &Path),
+    ) -> (Build, Compiled) {
         let scratch = dir.with_extension("drift");
         let log = log.with_extension("compat.log");
         let _ = std::fs::remove_dir_all(&scratch);
@@ -245,20 +307,7 @@ impl Builder<'_> {
                 )
             });
         let _ = std::fs::remove_dir_all(&scratch);
-        // The message's words for the drift (`environment: ...`), then the build's own error.
-        let (said, rest) = message.split_once("; ").unwrap_or((message, ""));
-        let rewrites = second.compat.join(", ");
-        match tried {
-            Ok(Ok(_)) => (
-                format!("{said}; with the drift rewritten it builds ({rewrites}): run with --compat to judge it; {rest}"),
-                drift,
-            ),
-            Ok(Err((BuildStatus::Failed, own))) => (
-                format!("with the toolchain's drift rewritten ({rewrites}) the build still fails, for the kernel's own reason: {own}"),
-                None,
-            ),
-            _ => (message.to_string(), drift),
-        }
+        (second, tried)
     }
 
     /// What the cache holds in `dir`: a record reused only while its MAC verifies under the

@@ -103,6 +103,20 @@ pub(super) fn after_breach(why: String, judged: Result<Judged, Cause>) -> Judged
     }
 }
 
+/// The cause with what the build adds to the kernels' evidence: what a build the module fell
+/// back from on toolchain drift did once more with the drift rewritten
+/// (`Build::drift_rewritten`), which decides whether the drift or the kernel is the cause.
+pub(super) fn with_build(cause: Cause, build: &Build) -> Cause {
+    match cause {
+        Cause::Kernels(mut evidence) => {
+            evidence.drift_rewritten = build.drift_rewritten.clone();
+            Cause::Kernels(evidence)
+        }
+        Cause::Within(check, cause) => Cause::Within(check, Box::new(with_build(*cause, build))),
+        other => other,
+    }
+}
+
 /// `harness.alone`: the evaluation ran out of GPU memory beside another lane and was run again
 /// with the GPU to itself.
 pub(super) fn alone_check() -> Check {

@@ -94,6 +94,8 @@ impl Evidence<'_> {
         let evidence = KernelEvidence {
             kernels,
             build_failures: profiled.build_failures,
+            // The build's to say (`decide::with_build`).
+            drift_rewritten: None,
             defined: profiled.defined,
             custom_ms: figures.custom_ms,
             total_ms: figures.total_ms,

@@ -186,6 +186,7 @@ impl<S: Spawner> Backend for Python<'_, S> {
             },
             None => self.attempts(job),
         };
+        let cause = decide::with_build(cause, build);
         self.alone_for_kernelbench(task, submission, slot)
             .kernelbench_environment(task, submission, slot, &mut eval, enter);
         let mut eval = decide::evaluation(

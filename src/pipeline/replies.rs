@@ -21,6 +21,8 @@ pub struct Built {
     pub has_model_new: bool,
     pub kernels: Vec<String>,
     pub compiled: Vec<String>,
+    /// Builds that raised inside the submission, which caught them and fell back.
+    pub build_failures: Vec<BuildFailure>,
     /// How far the warm-up got ("import", "construct", "forward").
     pub reached: Option<String>,
     pub note: String,

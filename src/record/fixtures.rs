@@ -53,6 +53,7 @@ fn evaluation(
             cache_note: String::new(),
             compat: Vec::new(),
             drift: None,
+            drift_rewritten: None,
         }),
         findings: vec![],
         trials: vec![Trial {

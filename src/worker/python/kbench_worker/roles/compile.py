@@ -131,7 +131,7 @@ def compile_file(req):
             return None, {"ok": False, "error": errors.build_error(exc)}
         return None, {"ok": False, "error": error("import", cause.line(exc), exc)}
     kernels.build_report("compiled")
-    return module, {"ok": True, "has_model_new": hasattr(module, "ModelNew"), "kernels": kernels.found(module), "compiled": kernels.compiled()}
+    return module, {"ok": True, "has_model_new": hasattr(module, "ModelNew"), **_built(module)}
 
 
 def warm(module, req):
@@ -171,7 +171,14 @@ def warm(module, req):
         signal.setitimer(signal.ITIMER_REAL, 0)
         _warming = False
     kernels.build_report("warmed")
-    return {"ok": True, "reached": reached, "note": note, "kernels": kernels.found(module), "compiled": kernels.compiled()}
+    return {"ok": True, "reached": reached, "note": note, **_built(module)}
+
+
+def _built(module):
+    """What the import or the warm-up built: the kernels, the loads that compiled, and the
+    builds that raised inside the submission (which caught them and fell back), so that kbench
+    can build one that met toolchain drift again with the drift rewritten."""
+    return {"kernels": kernels.found(module), "compiled": kernels.compiled(), "build_failures": kernels.failures()}
 
 
 class Session:

@@ -419,6 +419,7 @@ class Empty(TypedDict, total=False):
 
 
 class Built(TypedDict, total=False):
+    build_failures: list[BuildFailure]
     compiled: list[str]
     has_model_new: bool
     kernels: list[str]
