@@ -299,6 +299,31 @@ fn report_writes_one_page_beside_the_run() {
     assert!(page.contains(&format!("href=\"{}/logs/", other.display())));
 }
 
+/// A page named without a folder (`--out page.html`, or the default `report.html` of several
+/// runs) goes to the working folder.
+#[test]
+fn report_writes_a_page_named_without_a_folder_to_the_working_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture_run(dir.path(), "run", |_| {});
+    let other = fixture_run(dir.path(), "other", |_| {});
+    for args in [
+        vec!["report", "run", "--out", "page.html"],
+        vec!["report", "run", "other"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kbench"))
+            .args(&args)
+            .current_dir(dir.path())
+            .output()
+            .expect("run kbench");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+    }
+    let page = std::fs::read_to_string(dir.path().join("page.html")).unwrap();
+    assert_eq!(page.matches("<section class=\"run\"").count(), 1);
+    let both = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert_eq!(both.matches("<section class=\"run\"").count(), 2);
+    assert!(both.contains(&format!("href=\"{}/logs/", other.display())));
+}
+
 #[test]
 fn leaderboard_ranks_submitters() {
     let dir = tempfile::tempdir().unwrap();

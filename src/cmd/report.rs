@@ -21,8 +21,10 @@ pub fn run(args: &ReportArgs) -> Result<Exit> {
         (None, [(dir, _)]) => dir.join("report.html"),
         (None, _) => PathBuf::from("report.html"),
     };
-    let page_dir = std::path::absolute(out.parent().unwrap_or(Path::new("")))
-        .map_err(|e| Error::write(&out, e))?;
+    // A bare file name's parent is empty: the page goes to the working folder.
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty());
+    let page_dir =
+        std::path::absolute(parent.unwrap_or(Path::new("."))).map_err(|e| Error::write(&out, e))?;
     let summaries: Vec<_> = runs
         .iter()
         .map(|(_, r)| report::summary::summarize_run(r))
