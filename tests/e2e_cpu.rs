@@ -175,8 +175,9 @@ fn fixtures_get_their_expected_verdicts_and_resume_continues() {
     let fixtures = root().join("tests/fixtures/cpu");
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("run");
-    // A folder of the host's with a file, which drift_and_own_error.py links to from the build
-    // folders kbench removes (the rebuild's scratch folder among them).
+    // A folder of the host's with a file, which drift_and_own_error.py and
+    // drift_and_own_error_fallback.py link to from the build folders kbench removes (the
+    // rebuild's scratch folder among them).
     let victim = Path::new("/tmp/kbench-red-team-drift-victim");
     std::fs::create_dir_all(victim).unwrap();
     std::fs::write(victim.join("keep"), "kbench must not remove this").unwrap();
