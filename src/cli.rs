@@ -488,6 +488,21 @@ pub struct ServeArgs {
     /// Largest submission source accepted, in bytes (larger: 413)
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     pub max_source_bytes: usize,
+    /// One of several instances of one run: its name. Instances share a --seed-file and an out
+    /// root (each --out ROOT/NAME); each result says which instance, node and GPU judged it, a
+    /// request id judged by any of them is answered from its result, and `kbench merge` joins
+    /// their records into one run
+    #[arg(long, value_name = "NAME")]
+    pub instance: Option<String>,
+    /// Write the service's URL (the host's name in place of an unspecified address) to FILE once
+    /// it listens, and remove it when the service starts draining: clients find the instances
+    /// of a run there (`Client.from_announced`)
+    #[arg(long, value_name = "FILE")]
+    pub announce: Option<PathBuf>,
+    /// The host clients reach the service by, in the announced URL [default: the host's name
+    /// when listening on an unspecified address, else the address] (a pod's IP on Kubernetes)
+    #[arg(long, value_name = "HOST", requires = "announce")]
+    pub advertise: Option<String>,
     #[command(flatten)]
     pub run: EvalArgs,
 }

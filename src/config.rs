@@ -536,6 +536,14 @@ impl Config {
         self.gpus.len().max(1)
     }
 
+    /// The GPU of `slot` (its index on the node); None on the CPU.
+    pub fn gpu_index(&self, slot: usize) -> Option<u32> {
+        match self.device {
+            Device::Cuda => self.gpus.get(slot).copied(),
+            Device::Cpu => None,
+        }
+    }
+
     /// Whether a task's evaluation takes the GPU and its memory alone rather than share it with
     /// other lanes: at full size, when its inputs, outputs and parameters exceed a sixth of the
     /// GPU's memory (each worker holds them, and more for the checks). On an H100 two lanes ran

@@ -1,5 +1,6 @@
-//! `kbench merge`: the run records of the shards of one run (`eval --shard I/N`) joined into
-//! one, after checking that each record is its run's (`authenticate`: the MAC under the key of
+//! `kbench merge`: the run records of the shards of one run (`eval --shard I/N`), or of the
+//! instances of one service run (`serve --instance NAME`, `instances`: each request once), joined
+//! into one, after checking that each record is its run's (`authenticate`: the MAC under the key of
 //! the run's `--seed-file` seed, `record_mac`) and that they are one run's: the same settings and
 //! seed, the same submission count, each shard once and complete. A refusal says whether the
 //! shards are one run's but unfinished (`Refusal::Unfinished`: later it will merge) or not (one
@@ -9,9 +10,10 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::record::RunRecord;
+use crate::record::{Evaluation, RunRecord};
 use crate::record_mac::{RecordKey, Unsealed};
 use crate::untrusted;
+use crate::verdict::Verdict;
 
 /// The record's file in each shard's folder.
 const RECORD: &str = "results.json";
@@ -114,6 +116,9 @@ pub fn merge(
     let Some((first_name, first)) = records.first() else {
         return mismatch("no run given".into());
     };
+    if records.iter().any(|(_, r)| r.instance.is_some()) {
+        return instances(records, run_id, command);
+    }
     let Some(base) = first.shard else {
         return mismatch(format!(
             "{first_name} is not a shard (run with --shard I/N)"
@@ -181,6 +186,111 @@ pub fn merge(
         .evaluations
         .sort_by(|a, b| (a.task, &a.file).cmp(&(b.task, &b.file)));
     Ok(merged)
+}
+
+/// The records of a service's instances (`serve --instance`) joined into one run: one run's
+/// (the same settings and seed, each instance once), each request once. A request judged by
+/// two instances (the second asked after the first was lost) keeps one result: a judged one
+/// over one left unfinished, then the first instance's by name (`repeated_requests` names
+/// them).
+fn instances(
+    mut records: Vec<(String, RunRecord)>,
+    run_id: String,
+    command: Vec<String>,
+) -> std::result::Result<RunRecord, Refusal> {
+    if let Some((name, _)) =
+        (records.iter()).find(|(_, r)| r.instance.is_none() || r.shard.is_some())
+    {
+        return Err(Refusal::Mismatch(format!(
+            "{name} is not an instance of a service run (serve --instance)"
+        )));
+    }
+    records.sort_by(|(_, a), (_, b)| a.instance.cmp(&b.instance));
+    let (first_name, first) = &records[0];
+    if first.config.seed.is_none() && first.config.seed_sha256.is_none() {
+        return Err(Refusal::Mismatch(format!(
+            "{first_name} drew a secret seed of its own; instances of one run need --seed-file"
+        )));
+    }
+    for pair in records.windows(2) {
+        let ((a_name, a), (b_name, b)) = (&pair[0], &pair[1]);
+        let why = match () {
+            _ if a.instance == b.instance => {
+                format!(
+                    "instance {:?} is given twice ({a_name}, {b_name})",
+                    b.instance
+                )
+            }
+            _ if a.config != b.config => format!(
+                "{b_name} ran with other settings or another seed than {a_name}: {}",
+                b.config.differences(&a.config).join(", ")
+            ),
+            _ if a.schema_version != b.schema_version => {
+                format!("{b_name} has another record schema than {a_name}")
+            }
+            _ => continue,
+        };
+        return Err(Refusal::Mismatch(why));
+    }
+    let mut merged = first.clone();
+    merged.instance = None;
+    merged.run_id = run_id;
+    merged.command = command;
+    merged.started_at = records
+        .iter()
+        .map(|(_, r)| r.started_at.clone())
+        .min()
+        .unwrap_or_default();
+    let mut kept: Vec<Evaluation> = Vec::new();
+    let mut by_id = std::collections::HashMap::new();
+    for eval in records.iter().flat_map(|(_, r)| r.evaluations.iter()) {
+        let Some(id) = request_id(eval) else {
+            kept.push(eval.clone());
+            continue;
+        };
+        match by_id.get(id) {
+            None => {
+                by_id.insert(id.to_string(), kept.len());
+                kept.push(eval.clone());
+            }
+            Some(&at) if unfinished(&kept[at]) && !unfinished(eval) => kept[at] = eval.clone(),
+            Some(_) => {}
+        }
+    }
+    kept.sort_by(|a, b| (a.task, &a.file).cmp(&(b.task, &b.file)));
+    merged.evaluations = kept;
+    Ok(merged)
+}
+
+fn request_id(eval: &Evaluation) -> Option<&str> {
+    eval.served.as_ref()?.id.as_deref()
+}
+
+/// A request the service stopped before it was judged (recorded as skipped).
+fn unfinished(eval: &Evaluation) -> bool {
+    eval.verdict == Verdict::Skipped
+}
+
+/// The request ids more than one of `records` holds, with the instances that do: the results
+/// `merge` kept one of.
+pub fn repeated_requests(records: &[(std::path::PathBuf, RunRecord)]) -> Vec<String> {
+    let mut holders: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    for (_, record) in records {
+        let name = record.instance.clone().unwrap_or_default();
+        for id in record.evaluations.iter().filter_map(request_id) {
+            holders.entry(id).or_default().push(name.clone());
+        }
+    }
+    holders
+        .into_iter()
+        .filter(|(_, held)| held.len() > 1)
+        .map(|(id, held)| {
+            format!(
+                "request {id}: judged by {}, one result kept",
+                held.join(" and ")
+            )
+        })
+        .collect()
 }
 
 /// Copy every evaluation's logs from its shard's folder into `out`, at the same relative paths,
@@ -307,6 +417,78 @@ mod tests {
         let mut plain = shards(1);
         plain[0].1.shard = None;
         refused(plain, "not a shard");
+    }
+
+    /// Two instances' records of the sample's first two evaluations, each a request with an id;
+    /// request "r0" judged by both, "a" leaving it unfinished when it stopped.
+    fn two_instances() -> Vec<(String, RunRecord)> {
+        let mut whole = sample_record();
+        whole.config.seed = Some(7);
+        let served = |id: &str, instance: &str| crate::record::Served {
+            id: Some(id.into()),
+            instance: instance.into(),
+            node: "node1".into(),
+            gpu: Some(0),
+        };
+        let mut a = whole.clone();
+        let mut b = whole.clone();
+        a.instance = Some("a".into());
+        b.instance = Some("b".into());
+        let mut unfinished = whole.evaluations[0].clone();
+        unfinished.verdict = Verdict::Skipped;
+        unfinished.file = "level1/19_ReLU/a.000000.py".into();
+        unfinished.served = Some(served("r0", "a"));
+        let mut judged = whole.evaluations[0].clone();
+        judged.file = "level1/19_ReLU/b.000000.py".into();
+        judged.served = Some(served("r0", "b"));
+        let mut other = whole.evaluations[1].clone();
+        other.served = Some(served("r1", "a"));
+        a.evaluations = vec![unfinished, other];
+        b.evaluations = vec![judged];
+        vec![("b".into(), b), ("a".into(), a)]
+    }
+
+    #[test]
+    fn instances_merge_into_one_run_each_request_once() {
+        let runs = two_instances();
+        let paths: Vec<_> = runs.iter().map(|(n, r)| (n.into(), r.clone())).collect();
+        let merged = merge(runs, "m".into(), Vec::new()).unwrap();
+        let ids: Vec<_> = merged
+            .evaluations
+            .iter()
+            .map(|e| request_id(e).unwrap())
+            .collect();
+        assert_eq!(ids.len(), 2, "{ids:?}");
+        let r0 = merged
+            .evaluations
+            .iter()
+            .find(|e| request_id(e) == Some("r0"));
+        assert_eq!(r0.unwrap().served.as_ref().unwrap().instance, "b");
+        assert_ne!(r0.unwrap().verdict, Verdict::Skipped);
+        assert_eq!(merged.instance, None);
+        assert_eq!(
+            repeated_requests(&paths),
+            ["request r0: judged by b and a, one result kept"]
+        );
+        // Not one run's: an instance twice, other settings, a record of no instance.
+        let refused = |runs: Vec<(String, RunRecord)>, why: &str| {
+            let err = Error::from(merge(runs, String::new(), Vec::new()).unwrap_err());
+            assert!(err.to_string().contains(why), "{err}");
+        };
+        let mut twice = two_instances();
+        twice[0].1.instance = Some("a".into());
+        refused(twice, "instance Some(\"a\") is given twice");
+        let mut other = two_instances();
+        other[1].1.config.trials += 1;
+        refused(other, "other settings");
+        let mut plain = two_instances();
+        plain[1].1.instance = None;
+        refused(plain, "is not an instance");
+        let mut secret = two_instances();
+        for (_, r) in &mut secret {
+            r.config.seed = None;
+        }
+        refused(secret, "secret seed");
     }
 
     #[test]

@@ -61,6 +61,10 @@ pub struct RunRecord {
     /// edited before the merge.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unauthenticated: bool,
+    /// `kbench serve --instance NAME`: this record is one instance's of a service run on several
+    /// (`kbench merge` joins them, each request once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
     /// The key results.json is sealed with each time it is written (`record_mac`): the run's,
     /// when its seed came from `--seed-file`. Never written.
     #[serde(skip)]
@@ -673,6 +677,25 @@ pub struct Evaluation {
     /// How the processes that ran the submission's code were confined (`--sandbox`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub sandbox: String,
+    /// The service request it answered (`kbench serve`): the request's id and where it was
+    /// judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served: Option<Served>,
+}
+
+/// Where a service judged a request, and the id the client gave it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Served {
+    /// The client's id for the request (its retries carry the same), if it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The instance's name (`--instance`), or empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub instance: String,
+    /// The host that judged it.
+    pub node: String,
+    /// The GPU it ran on (its index on the node, NVML's order); None on the CPU.
+    pub gpu: Option<u32>,
 }
 
 impl Evaluation {

@@ -317,6 +317,7 @@ mod tests {
                 phases: Default::default(),
                 seconds: 0.0,
                 sandbox: String::new(),
+                served: None,
             }
         }
     }

@@ -197,6 +197,7 @@ pub fn start_record(
         command: std::env::args().collect(),
         shard,
         unauthenticated: false,
+        instance: None,
         key: config.record_key.clone(),
     })
 }

@@ -53,7 +53,12 @@ out = {
         for n, r in zip(names, results)
     },
     "awaited": {"verdict": awaited.verdict, "record": awaited.record},
-    "no_token": status(lambda: Client(url).health()),
+    "no_token": status(lambda: Client(url).tasks()),
+    "health_no_token": Client(url).health(),
+    "served": results[0].served,
+    "again": (lambda r: {"replayed": r.replayed, "file": r.file, "verdict": r.verdict})(
+        client.evaluate("level1/19_ReLU", items[0][1], id=results[0].id)),
+    "reused_id": status(lambda: client.evaluate("1/19", "other source", id=results[0].id)),
     "unknown_task": status(lambda: client.evaluate("1/999", "x")),
     "outside": status(lambda: client.evaluate("../../../../etc/passwd.py", "x")),
     "bad_setting": status(lambda: client.evaluate("1/19", "x", trials=0)),
@@ -149,7 +154,23 @@ fn the_client_gets_each_submission_its_verdict_and_the_record_keeps_them() {
         awaited_record.contains("variants/trials1-budget10-offline-kbench"),
         "{awaited_record}"
     );
+    // The same request id again: its one result, replayed; the id for another source: refused.
+    let first = &got["results"][expected[0].0];
+    assert_eq!(got["again"]["replayed"], true, "{}", got["again"]);
+    assert_eq!(got["again"]["file"], first["file"]);
+    assert_eq!(got["again"]["verdict"], first["verdict"]);
+    assert!(got["served"]["id"].is_string(), "{}", got["served"]);
+    assert!(got["served"]["node"]
+        .as_str()
+        .is_some_and(|n| !n.is_empty()));
+    assert_eq!(got["served"]["gpu"], serde_json::Value::Null);
+    // Without the token, the health says readiness only (a probe's view).
+    assert_eq!(
+        got["health_no_token"],
+        serde_json::json!({"status": "ready"})
+    );
     for (refusal, code) in [
+        ("reused_id", 409),
         ("no_token", 401),
         ("unknown_task", 404),
         ("outside", 404),
@@ -204,7 +225,7 @@ import json, sys, threading, time
 from kbench_client import Client, ServiceError
 
 url, token, delay, files = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4:]
-client = Client(url, token=token)
+client = Client(url, token=token, retry_for=0)
 replies = [None] * len(files)
 
 def send(n, path):

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# CI: the Slurm example as shipped, on a single-node Slurm started here (Debian's slurm-wlm and
-# munge, installed when missing; the daemons are stopped on exit). Requests no node can meet
-# (CPUs, GPUs) are refused at submission. The bundled CPU example runs as two array tasks
+# CI: the Slurm examples as shipped, on a single-node Slurm started here (Debian's slurm-wlm and
+# munge, installed when missing; the daemons are stopped on exit): the sharded run, then the
+# service's instances (`bash tests/slurm-example.sh serve` runs the second alone).
+#
+# Shards: requests no node can meet (CPUs, GPUs) are refused at submission. The bundled CPU
+# example runs as two array tasks
 # through benchmarks/shards/slurm-submit.sh; one task is then requeued and another submitted
 # again on its own (--only-shards): each resumes its finished shard and merges again. The
 # merged run must give the same verdicts as an unsharded run with the same seed, and a shard's
@@ -61,7 +64,9 @@ slurmd -f "$SLURM_CONF"
 for _ in $(seq 30); do sinfo -h -o '%T' 2>/dev/null | grep -q idle && break; sleep 1; done
 sinfo
 
-fail() { echo "slurm example: $*" >&2; tail -n 30 "$work"/run/*.log "$work/slurmctld.log" >&2 || true; exit 1; }
+fail() { echo "slurm example: $*" >&2; tail -n 30 "$work"/run/*.log "$work"/serve*.log "$work/slurmctld.log" >&2 || true; exit 1; }
+# The sharded run as shipped (benchmarks/shards/).
+shards_example() {
 flags=(--device cpu --scale small --max-samples 8)
 # The unsharded run with the run's seed, to compare with.
 mkdir -p "$work/run"
@@ -131,3 +136,88 @@ grep -q "$work/edited: its results.json has a MAC that does not verify" "$work/f
   || fail "the edited shard's refusal: $(cat "$work/forged.log")"
 [ ! -e "$work/forged/results.json" ] || fail "a refused merge wrote a run"
 echo "slurm example: a shard edited after its run is refused by the merge"
+}
+
+# The service's instances as shipped (benchmarks/serve-cluster/): two instances of one run as
+# two tasks of one Slurm job, a mixed stream (honest, wrong, crashing, hanging) sent through the
+# client, which finds them through their announcements; one instance killed (SIGKILL) mid-stream.
+# Every request must be answered exactly once, the merged record must hold each request once,
+# and its verdicts must equal an eval of the same files with the same seed.
+serve_example() {
+  local sroot=$work/serve
+  local fixtures=$root/tests/fixtures/cpu/level1/19_ReLU
+  local sflags=(--device cpu --scale small --trials 2 --timeout-call 10 --max-samples 8)
+  KBENCH_SERVE=$root/benchmarks/serve-cluster sbatch --ntasks=2 --cpus-per-task=1 \
+    --time=00:30:00 --output="$work/serve.slurm.log" \
+    benchmarks/serve-cluster/slurm-serve.sbatch "$sroot" --only 1/19 "${sflags[@]}" >/dev/null
+  for _ in $(seq 600); do [ "$(ls "$sroot/endpoints" 2>/dev/null | wc -l)" -eq 2 ] && break; sleep 1; done
+  [ "$(ls "$sroot/endpoints" | wc -l)" -eq 2 ] || fail "the two instances did not announce themselves in 600 s"
+  local victim
+  victim=$(ls "$sroot/endpoints" | sort | tail -n 1)
+  PYTHONPATH=$root/clients/python/src "$KBENCH_PYTHON" - "$sroot" "$fixtures" "$victim" \
+    > "$work/serve.stream.json" 2> "$work/serve.client.log" <<'PY' || fail "the stream: $(tail -n 20 "$work/serve.client.log")"
+import json, subprocess, sys, threading
+from concurrent.futures import ThreadPoolExecutor
+from kbench_client import Client
+
+sroot, fixtures, victim = sys.argv[1:4]
+token = open(f"{sroot}/token").read().strip()
+client = Client.from_announced(f"{sroot}/endpoints", token=token, retry_for=900)
+names = ["honest_torch.py", "wrong_output.py", "cheat_exit_early.py", "host_infinite_loop.py"] * 3
+done, lock, killed = [], threading.Lock(), threading.Event()
+
+def one(n):
+    result = client.evaluate("1/19", open(f"{fixtures}/{names[n]}").read(), id=f"ci-{n}")
+    with lock:
+        done.append(n)
+        if len(done) == 3 and not killed.is_set():
+            # Mid-stream: one instance killed outright (no drain), requests in flight on it.
+            subprocess.run(["pkill", "-KILL", "-f", "--", f"--instance {victim} --out"], check=True)
+            killed.set()
+    return result
+
+with ThreadPoolExecutor(4) as pool:
+    results = list(pool.map(one, range(len(names))))
+assert killed.is_set()
+client.shutdown()
+print(json.dumps({r.id: {"name": names[n], "verdict": r.verdict, "endpoint": r.endpoint, "replayed": r.replayed,
+                         "served": r.served} for n, r in enumerate(results)}))
+PY
+  for _ in $(seq 120); do [ -z "$(squeue -h -n kbench-serve)" ] && break; sleep 1; done
+  [ -z "$(squeue -h -n kbench-serve)" ] || fail "the service job did not end after its shutdown"
+  local rc=0
+  "$KBENCH" merge --seed-file "$sroot/seed" "$sroot"/instances/* --out "$sroot/merged" \
+    > "$work/serve.merge.log" 2>&1 || rc=$?
+  [ "$rc" -le 1 ] || fail "the instances' merge: $(tail -n 5 "$work/serve.merge.log")"
+  # The same files evaluated by eval, with the run's seed and flags.
+  mkdir -p "$work/serve-eval/level1/19_ReLU"
+  cp "$fixtures"/{honest_torch,wrong_output,cheat_exit_early,host_infinite_loop}.py "$work/serve-eval/level1/19_ReLU/"
+  "$KBENCH" eval "$work/serve-eval" --seed-file "$sroot/seed" --out "$work/serve-eval.out" "${sflags[@]}" \
+    > "$work/serve-eval.log" 2>&1 || [ $? -eq 1 ] || fail "the eval of the stream's files: $(tail -n 5 "$work/serve-eval.log")"
+  "$KBENCH_PYTHON" - "$work/serve.stream.json" "$sroot/merged/results.json" "$work/serve-eval.out/results.json" \
+    "$victim" <<'PY' || fail "the service's run"
+import collections, json, sys
+stream, merged, single = (json.load(open(p)) for p in sys.argv[1:4])
+victim = sys.argv[4]
+assert len(stream) == 12, sorted(stream)
+ids = collections.Counter(e["served"]["id"] for e in merged["evaluations"])
+assert ids == collections.Counter(stream.keys()), f"the merged record holds {ids}, the stream {sorted(stream)}"
+by_sha = {e["sha256"]: e["verdict"] for e in single["evaluations"]}
+for e in merged["evaluations"]:
+    assert e["verdict"] == by_sha[e["sha256"]], (e["file"], e["verdict"], by_sha[e["sha256"]])
+    assert e["verdict"] == stream[e["served"]["id"]]["verdict"], e["file"]
+    assert e["served"]["node"] and e["served"]["instance"], e["served"]
+assert merged.get("instance") is None and merged["command"][1] == "merge"
+after = [r for r in stream.values() if r["served"]["instance"] != victim]
+print(f"slurm example: 12 requests over 2 instances, {victim} killed mid-stream: each answered once "
+      f"({len(after)} by the survivor, {sum(r['replayed'] for r in stream.values())} replayed), "
+      f"the merged record holds each once, verdicts as eval's: {sorted(set(by_sha.values()))}")
+PY
+}
+
+case ${1:-all} in
+  all) shards_example; serve_example ;;
+  shards) shards_example ;;
+  serve) serve_example ;;
+  *) fail "unknown part $1: all, shards or serve" ;;
+esac

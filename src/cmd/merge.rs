@@ -38,6 +38,9 @@ pub fn run(args: &MergeArgs) -> Result<Exit> {
         }
         merged => merged?,
     };
+    for repeated in merge::repeated_requests(&shards) {
+        eprintln!("kbench merge: {repeated}");
+    }
     if matches!(trust, Trust::Unauthenticated) {
         eprintln!(
             "kbench merge: --unauthenticated: the shards' records were taken unchecked; the \

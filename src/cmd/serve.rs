@@ -7,7 +7,7 @@
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -64,6 +64,13 @@ pub fn run(args: &ServeArgs) -> Result<Exit> {
     )
     .map_err(Error::Other)?;
     let run = &args.run;
+    if args.instance.is_some() && run.seed.is_none() && run.seed_file.is_none() {
+        return Err(Error::Usage(
+            "serve --instance: the instances of one run share a seed (--seed-file FILE, the \
+             same for each), or their records do not merge"
+                .into(),
+        ));
+    }
     let (root, mut tasks) = tasks::load(&run.source)?;
     if !run.only.is_empty() {
         tasks.retain(|t| run.only.contains(&t.id));
@@ -85,6 +92,7 @@ pub fn run(args: &ServeArgs) -> Result<Exit> {
         eprintln!("kbench serve: warning: {warning}");
     }
     let confinement = setup::confine(&config, &worker_path)?;
+    let place = serve::Place::new(args.instance.as_deref(), &config.out)?;
     let shared = serve::Shared {
         // Every run of the service under the same folder, whatever the clock says later.
         args: crate::cli::EvalArgs {
@@ -101,6 +109,7 @@ pub fn run(args: &ServeArgs) -> Result<Exit> {
         confinement,
         timing_cpus,
         ceilings,
+        place,
     };
     let service = Service::start(shared, args.queue as usize, args.max_source_bytes)?;
     let server = tiny_http::Server::http(args.listen)
@@ -111,11 +120,64 @@ pub fn run(args: &ServeArgs) -> Result<Exit> {
         .ok_or_else(|| Error::Other("read the address the service listens on".into()))?;
     println!("http://{bound}");
     let _ = std::io::stdout().flush();
+    let announced = args
+        .announce
+        .as_ref()
+        .map(|file| {
+            announce_at(
+                file,
+                &url(bound, args.advertise.as_deref(), service.place()),
+            )
+        })
+        .transpose()?;
     announce(&service, args.queue, token.is_some());
     let service = Arc::new(service);
-    let answering = serve::http::serve(&server, &service, token.as_deref(), &stop);
-    shut_down(&service, &answering)?;
+    let answering = Arc::new(serve::http::Answering::default());
+    let closed = AtomicBool::new(false);
+    // Requests are answered until the end, while draining too: a 503 that says so, not a
+    // connection left hanging.
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            serve::http::serve(
+                &server,
+                &service,
+                token.as_deref(),
+                &stop,
+                &closed,
+                &answering,
+            )
+        });
+        while !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if let Some(file) = &announced {
+            let _ = std::fs::remove_file(file);
+        }
+        let stopped = shut_down(&service, &answering);
+        closed.store(true, Ordering::SeqCst);
+        stopped
+    })?;
     Ok(Exit::gate(true))
+}
+
+/// The service's URL for clients on other hosts: `--advertise`'s host, else the node's name in
+/// place of an unspecified address (`0.0.0.0`, `::`).
+fn url(bound: SocketAddr, advertise: Option<&str>, place: &serve::Place) -> String {
+    match advertise {
+        Some(host) if host.contains(':') => format!("http://[{host}]:{}", bound.port()),
+        Some(host) => format!("http://{host}:{}", bound.port()),
+        None if bound.ip().is_unspecified() => format!("http://{}:{}", place.node, bound.port()),
+        None => format!("http://{bound}"),
+    }
+}
+
+/// Write `url` to `file` (`--announce`), whole; the file written.
+fn announce_at(file: &std::path::Path, url: &str) -> Result<std::path::PathBuf> {
+    if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))?;
+    }
+    crate::atomic_file::write(file, format!("{url}\n").as_bytes())?;
+    Ok(file.to_path_buf())
 }
 
 /// Stop: the requests admitted get `serve::GRACE` to finish, those left are recorded as not
@@ -123,7 +185,7 @@ pub fn run(args: &ServeArgs) -> Result<Exit> {
 /// every worker still alive is killed (a stage given up on may hold some).
 fn shut_down(service: &Service, answering: &serve::http::Answering) -> Result<()> {
     eprintln!(
-        "kbench serve: stopping: the requests admitted get {} s to finish",
+        "kbench serve: draining: the requests admitted get {} s to finish, new ones a 503",
         serve::GRACE.as_secs()
     );
     let left = service.close();
@@ -204,6 +266,25 @@ mod tests {
             assert!(refuse_eval_only(&args).is_err(), "{id}");
         }
         assert_eq!(crate::cli::EVAL_ONLY.len(), 9);
+    }
+
+    #[test]
+    fn the_announced_url_is_one_other_hosts_reach() {
+        let place = serve::Place {
+            instance: None,
+            node: "node7".into(),
+            siblings: None,
+        };
+        for (bound, advertise, expected) in [
+            ("127.0.0.1:8470", None, "http://127.0.0.1:8470"),
+            ("0.0.0.0:8470", None, "http://node7:8470"),
+            ("[::]:8470", None, "http://node7:8470"),
+            ("0.0.0.0:8470", Some("10.1.2.3"), "http://10.1.2.3:8470"),
+            ("0.0.0.0:8470", Some("fd00::5"), "http://[fd00::5]:8470"),
+        ] {
+            let bound: SocketAddr = bound.parse().unwrap();
+            assert_eq!(url(bound, advertise, &place), expected, "{bound}");
+        }
     }
 
     #[test]

@@ -68,6 +68,7 @@ pub(super) fn evaluation(
         phases,
         seconds,
         sandbox,
+        served: None,
     }
 }
 

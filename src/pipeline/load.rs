@@ -88,6 +88,12 @@ impl<'a, S: Spawner> Workers<'a, S> {
         }
     }
 
+    /// A service's request for `task` admitted: one more evaluation of it to come, for which a
+    /// reference worker is kept (`Reuse`).
+    pub(super) fn expect_one(&self, task: &Task) {
+        self.reuse.expect_one(task);
+    }
+
     /// One evaluation of `task` starts: one fewer to come.
     pub(super) fn starting(&self, task: &Task) {
         if let Some(left) = self.to_start.lock().expect("pool lock").as_mut() {

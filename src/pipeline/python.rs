@@ -129,6 +129,18 @@ impl<'a, S: Spawner> Python<'a, S> {
     pub fn annotations(&self) -> &Annotations {
         &self.annotations
     }
+
+    /// A service's request for `task` admitted, its evaluation to come: a reference worker that
+    /// finishes another of the task's keeps serving (`Reuse`), as in a run that knows its work.
+    pub fn expect_one(&self, task: &Task) {
+        self.workers.expect_one(task);
+    }
+
+    /// Start every slot's workers before the first request (a service's), as a run does before
+    /// its first evaluation.
+    pub fn warm_up(&self) {
+        (0..self.config.slots()).for_each(|slot| self.workers.refill(slot));
+    }
 }
 
 /// How one evaluation ended: what its stages gathered, the cause that decides its verdict, and

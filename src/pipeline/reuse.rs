@@ -79,6 +79,17 @@ impl<W: Link> Reuse<W> {
         }
     }
 
+    /// One more evaluation of `task` to come (a service's request, admitted): as `expect_work`
+    /// counts a run's.
+    pub(super) fn expect_one(&self, task: &Task) {
+        if self.enabled {
+            let mut left = self.left.lock().expect("reuse lock");
+            let count = left.entry(task.path.clone()).or_default();
+            count.left += 1;
+            count.total += 1;
+        }
+    }
+
     /// One evaluation of `task` starts: one fewer to come.
     pub(super) fn starting(&self, task: &Task) {
         if let Some(count) = self.left.lock().expect("reuse lock").get_mut(&task.path) {

@@ -104,6 +104,7 @@ fn evaluation(
         },
         seconds: 2.25,
         sandbox: String::new(),
+        served: None,
     }
 }
 
@@ -232,6 +233,7 @@ pub fn sample_record() -> RunRecord {
         command: vec!["kbench".into(), "eval".into(), "submissions/".into()],
         shard: None,
         unauthenticated: false,
+        instance: None,
         key: None,
     }
 }

@@ -55,16 +55,17 @@ impl Answering {
     }
 }
 
-/// Answer requests, each on a thread of its own, until `stop` is set (a signal or
-/// `POST /v1/shutdown`); the requests still being answered then.
+/// Answer requests, each on a thread of its own (counted in `answering`), until `closed` is
+/// set: after `stop` too (a signal or `POST /v1/shutdown`), while the service drains.
 pub fn serve(
     server: &Server,
     service: &Arc<Service>,
     token: Option<&str>,
     stop: &Arc<AtomicBool>,
-) -> Arc<Answering> {
-    let answering = Arc::new(Answering::default());
-    while !stop.load(Ordering::SeqCst) {
+    closed: &AtomicBool,
+    answering: &Arc<Answering>,
+) {
+    while !closed.load(Ordering::SeqCst) {
         match server.recv_timeout(Duration::from_millis(100)) {
             Ok(Some(request)) => {
                 let answer = answering.begin();
@@ -82,7 +83,6 @@ pub fn serve(
             }
         }
     }
-    answering
 }
 
 fn respond(mut request: Request, service: &Service, token: Option<&str>, stop: &AtomicBool) {
@@ -105,6 +105,12 @@ fn route(
     token: Option<&str>,
     stop: &AtomicBool,
 ) -> Result<Value, Refusal> {
+    let path = request
+        .url()
+        .split('?')
+        .next()
+        .unwrap_or_default()
+        .to_string();
     if let Some(token) = token {
         let given = request
             .headers()
@@ -113,18 +119,16 @@ fn route(
             .map(|h| h.value.as_str().to_string())
             .unwrap_or_default();
         if !same(given.strip_prefix("Bearer ").unwrap_or(""), token) {
+            // A probe (Kubernetes', a load balancer's) learns readiness and nothing more.
+            if (request.method(), path.as_str()) == (&Method::Get, "/v1/health") {
+                return readiness(service).map(|state| json!({ "status": state }));
+            }
             return Err(Refusal::new(
                 401,
                 "this service needs its token: Authorization: Bearer TOKEN",
             ));
         }
     }
-    let path = request
-        .url()
-        .split('?')
-        .next()
-        .unwrap_or_default()
-        .to_string();
     match (request.method(), path.as_str()) {
         (Method::Post, "/v1/evaluate") => {
             let body = read_body(request, service.max_source())?;
@@ -133,10 +137,14 @@ fn route(
             service.evaluate(&parsed)
         }
         (Method::Get, "/v1/health") => {
+            let state = readiness(service)?;
             let config = service.config();
             let (admitted, capacity) = service.load();
+            let place = service.place();
             Ok(json!({
-                "status": "ok",
+                "status": state,
+                "instance": place.instance,
+                "node": place.node,
                 "kbench_version": env!("CARGO_PKG_VERSION"),
                 "device": config.device.torch_name(),
                 "gpus": config.gpus,
@@ -164,6 +172,18 @@ fn route(
         )),
         _ => Err(Refusal::new(404, format!("no route {path}"))),
     }
+}
+
+/// `ready` (200) while the service takes requests; a 503 saying `draining` once it was asked to
+/// stop. (Before its set-up is done it does not listen: no reply is no readiness.)
+fn readiness(service: &Service) -> Result<&'static str, Refusal> {
+    if service.draining() {
+        return Err(Refusal::new(
+            503,
+            "draining: the service takes no more requests",
+        ));
+    }
+    Ok("ready")
 }
 
 /// The request's body, refused when larger than a source of `max_source` bytes could make it

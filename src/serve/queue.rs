@@ -30,8 +30,9 @@ pub struct Deadlines {
 
 /// How a request ended.
 pub enum Outcome {
-    /// Its evaluation, as the backend returned it or as a stage's deadline decided it.
-    Judged(Evaluation),
+    /// Its evaluation, as the backend returned it or as a stage's deadline decided it, and the
+    /// slot it was evaluated on (None: it ended at its build).
+    Judged(Evaluation, Option<usize>),
     /// Not finished when the queue closed: the evaluation says so, to be recorded all the same.
     Unfinished(Evaluation),
 }
@@ -302,6 +303,11 @@ impl<B: Backend + Send + 'static> Queue<B> {
         self.shared.changed.notify_all();
     }
 
+    /// Whether it admits no more (`close`).
+    pub fn closed(&self) -> bool {
+        !self.shared.lock().open
+    }
+
     /// Requests admitted and not finished, and the most there may be.
     pub fn load(&self) -> (usize, usize) {
         (self.shared.lock().admitted, self.shared.capacity)
@@ -436,7 +442,7 @@ fn evaluate_loop<B: Backend>(shared: &Shared<B>, slot: usize, thread: u64) {
                     .evaluate(&entry.task, &entry.submission, &build, slot, &|_| {});
             // Reported inside the stage: a `done` that hangs holds the stage, not the slot.
             if let Some(done) = entry.claim() {
-                end(shared, done, Outcome::Judged(eval));
+                end(shared, done, Outcome::Judged(eval, Some(slot)));
             }
             state = shared.lock();
             if !state.stage_over(thread) {
@@ -479,11 +485,11 @@ fn watch<B: Backend + Send + 'static>(shared: &Arc<Shared<B>>) {
 fn abandon<B: Backend>(shared: &Shared<B>, late: Running<B>) {
     let entry = &late.entry;
     let name = late.stage.name();
-    let build = match late.stage {
-        Stage::Build => None,
+    let (build, slot) = match late.stage {
+        Stage::Build => (None, None),
         Stage::Evaluate { slot, build } => {
             entry.backend.replace_slot(slot);
-            Some(*build)
+            (Some(*build), Some(slot))
         }
     };
     eprintln!(
@@ -497,7 +503,7 @@ fn abandon<B: Backend>(shared: &Shared<B>, late: Running<B>) {
         let eval = entry
             .backend
             .gave_up(&entry.task, &entry.submission, build.as_ref(), &cause);
-        end(shared, done, Outcome::Judged(eval));
+        end(shared, done, Outcome::Judged(eval, slot));
     }
 }
 
@@ -641,7 +647,7 @@ mod tests {
             deadlines,
             done: Box::new(move |outcome| {
                 let (finished, e) = match outcome {
-                    Outcome::Judged(e) => (true, e),
+                    Outcome::Judged(e, _) => (true, e),
                     Outcome::Unfinished(e) => (false, e),
                 };
                 let _ = tx.send((e.file, finished, e.verdict, e.reason));

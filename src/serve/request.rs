@@ -12,7 +12,7 @@ use crate::record::ContractRule;
 use crate::task::{Task, TaskId};
 
 /// Why a request was not taken: the HTTP status and a message for the client.
-#[derive(Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Refusal {
     pub status: u16,
     pub message: String,
@@ -37,6 +37,30 @@ pub struct Request {
     pub source: String,
     #[serde(default)]
     pub settings: Settings,
+    /// The client's id for the request, the same on each retry: a request judged once is
+    /// answered again from its result, never judged twice (`answers`).
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+/// The longest request id taken.
+const MAX_ID: usize = 128;
+
+impl Request {
+    /// The request's id, checked: 1 to `MAX_ID` characters of letters, digits and `._:-`.
+    pub fn id(&self) -> Result<Option<&str>, Refusal> {
+        let Some(id) = self.id.as_deref() else {
+            return Ok(None);
+        };
+        let allowed = |c: char| c.is_ascii_alphanumeric() || "._:-".contains(c);
+        if id.is_empty() || id.len() > MAX_ID || !id.chars().all(allowed) {
+            return Err(Refusal::new(
+                400,
+                format!("id {id:?}: 1 to {MAX_ID} letters, digits, '.', '_', ':' or '-'"),
+            ));
+        }
+        Ok(Some(id))
+    }
 }
 
 /// What a request may choose of its run's settings; the rest are the service's.
@@ -212,6 +236,31 @@ mod tests {
                 assert_eq!(refusal.status, 404, "{name}");
             }
         }
+    }
+
+    #[test]
+    fn ids_are_short_plain_names() {
+        for (id, ok) in [
+            (None, true),
+            (Some("3f2a-11:req.7_b"), true),
+            (Some(""), false),
+            (Some("../x"), false),
+            (Some("a b"), false),
+            (Some("é"), false),
+        ] {
+            let request = Request {
+                task: "1/19".into(),
+                source: String::new(),
+                settings: Settings::default(),
+                id: id.map(str::to_string),
+            };
+            assert_eq!(request.id().is_ok(), ok, "{id:?}");
+        }
+        let long = Request {
+            id: Some("a".repeat(MAX_ID + 1)),
+            ..serde_json::from_str(r#"{"task": "1/19", "source": ""}"#).unwrap()
+        };
+        assert_eq!(long.id().unwrap_err().status, 400);
     }
 
     #[test]

@@ -25,13 +25,16 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::pipeline;
 use crate::probe::Probe;
-use crate::record::{Ceilings, RunRecord};
+use crate::record::{Ceilings, RunRecord, Served};
 use crate::report;
 use crate::sandbox::Confinement;
 use crate::setup::{self, Facts};
 use crate::submission::Submission;
 use crate::task::Task;
+use crate::verdict::Verdict;
 
+use super::answers::{Answers, Asked, Claim};
+use super::place::Place;
 use super::queue::{Deadlines, Job, Outcome, Queue, Refused};
 use super::reply;
 use super::request::{self, Key, Refusal};
@@ -90,6 +93,8 @@ pub struct Shared {
     pub confinement: Confinement,
     pub timing_cpus: Vec<usize>,
     pub ceilings: Option<Ceilings>,
+    /// Where the service runs (`--instance`, the node).
+    pub place: Place,
 }
 
 /// One run of the service: its settings, backend, deadlines and record.
@@ -107,6 +112,7 @@ pub struct Service {
     variants: Mutex<Vec<Arc<Variant>>>,
     queue: Queue<pipeline::Python<'static>>,
     max_source: usize,
+    answers: Answers,
 }
 
 impl Service {
@@ -115,12 +121,17 @@ impl Service {
     pub fn start(shared: Shared, capacity: usize, max_source: usize) -> Result<Service> {
         let base = Key::of(&shared.args);
         let own = variant(&shared, base, &shared.args)?;
+        own.record.lock().instance = shared.place.instance.clone();
+        let answers = Answers::new(&own.config.out, shared.place.siblings.clone());
+        own.keep_answers(&base, &answers)?;
         let queue = Queue::start(
             own.config.jobs,
             (own.config.slots(), own.config.lanes),
             capacity,
         );
+        own.backend.warm_up();
         Ok(Service {
+            answers,
             variants: Mutex::new(vec![Arc::new(own)]),
             shared,
             queue,
@@ -147,7 +158,8 @@ impl Service {
     }
 
     /// Evaluate `source` for the task `request` names, with its settings: the reply, once the
-    /// result is in the record; a refusal before anything ran.
+    /// result is in the record; a refusal before anything ran. A request with an id judged before
+    /// (here or by a sibling instance) gets that result again (`"replayed": true`).
     pub fn evaluate(&self, request: &request::Request) -> std::result::Result<Value, Refusal> {
         let task = request::task(&self.shared.tasks, &self.shared.root, &request.task)?;
         if request.source.len() > self.max_source {
@@ -160,8 +172,40 @@ impl Service {
                 ),
             ));
         }
+        let id = request.id()?;
         let key = request.settings.resolve(Key::of(&self.shared.args))?;
         let variant = self.variant(key)?;
+        let Some(id) = id else {
+            return self.judge(&variant, task, &request.source, None);
+        };
+        let asked = Asked {
+            task: task.label(),
+            sha256: format!("{:x}", Sha256::digest(request.source.as_bytes())),
+            settings: key.folder(),
+        };
+        match self.answers.claim(id, &asked)? {
+            Claim::Done(reply) => Ok(replayed(reply)),
+            Claim::Waiting(waiter) => {
+                let within = variant.deadlines.build + variant.deadlines.evaluate;
+                waiter.wait(within).map(replayed)
+            }
+            Claim::New(ticket) => {
+                let reply = self.judge(&variant, task, &request.source, Some(id));
+                ticket.finish(&asked, &reply);
+                reply
+            }
+        }
+    }
+
+    /// Judge `source` for `task` in `variant`'s run: admitted, written, statically checked,
+    /// queued, and recorded (with the request's `id`) before the reply.
+    fn judge(
+        &self,
+        variant: &Arc<Variant>,
+        task: &Task,
+        source: &str,
+        id: Option<&str>,
+    ) -> std::result::Result<Value, Refusal> {
         let admission = self.queue.admit().map_err(|refused| match refused {
             Refused::Full => Refusal::new(
                 429,
@@ -170,9 +214,10 @@ impl Service {
                     self.queue.load().1
                 ),
             ),
-            Refused::Stopping => Refusal::new(503, "the service is stopping"),
+            Refused::Stopping => Refusal::new(503, "the service is draining: send it elsewhere"),
         })?;
-        let submission = write_submission(variant.config, task, &request.source)
+        let instance = self.shared.place.instance.as_deref();
+        let submission = write_submission(variant.config, task, source, instance)
             .map_err(|e| Refusal::new(500, format!("kbench failed to {e}")))?;
         let findings = setup::static_findings(
             variant.config,
@@ -184,8 +229,10 @@ impl Service {
         for (file, found) in findings {
             variant.backend.annotations().add(file, found);
         }
+        variant.backend.expect_one(task);
         let (tx, rx) = mpsc::channel();
-        let recorder = Arc::clone(&variant);
+        let recorder = Arc::clone(variant);
+        let served = self.shared.place.served(id);
         self.queue.submit(
             admission,
             Job {
@@ -194,12 +241,22 @@ impl Service {
                 submission,
                 deadlines: variant.deadlines,
                 done: Box::new(move |outcome| {
-                    let _ = tx.send(recorder.record(outcome));
+                    let _ = tx.send(recorder.record(outcome, served));
                 }),
             },
         );
         rx.recv()
             .unwrap_or_else(|_| Err(Refusal::new(500, "kbench failed to finish the evaluation")))
+    }
+
+    /// Whether the service has stopped admitting requests (asked to stop: it drains).
+    pub fn draining(&self) -> bool {
+        self.queue.closed()
+    }
+
+    /// The instance's name (`--instance`) and node.
+    pub fn place(&self) -> &Place {
+        &self.shared.place
     }
 
     /// The run of `key`'s settings, started on first use.
@@ -259,14 +316,45 @@ impl Service {
 }
 
 impl Variant {
+    /// Keep the answer of every request its record holds judged (on `--resume`) where a stop
+    /// kept it from being written.
+    fn keep_answers(&self, key: &Key, answers: &Answers) -> Result<()> {
+        let results = self.config.out.join("results.json");
+        let record = self.record.lock();
+        for eval in &record.evaluations {
+            let Some(id) = eval.served.as_ref().and_then(|s| s.id.as_deref()) else {
+                continue;
+            };
+            if eval.verdict == Verdict::Skipped {
+                continue;
+            }
+            let asked = Asked {
+                task: eval.label(),
+                sha256: eval.sha256.clone(),
+                settings: key.folder(),
+            };
+            answers.keep(
+                id,
+                &asked,
+                &reply::render(eval, self.config.contract, &results),
+            )?;
+        }
+        Ok(())
+    }
+
     /// Append the request's evaluation to the record (said on stderr if the write fails: the
-    /// reply still goes), and the reply: a refusal (503) for a request the service stopped
-    /// before it finished.
-    fn record(&self, outcome: Outcome) -> std::result::Result<Value, Refusal> {
-        let (eval, finished) = match outcome {
-            Outcome::Judged(eval) => (eval, true),
-            Outcome::Unfinished(eval) => (eval, false),
+    /// reply still goes), with the request's id and where it was judged (`served`, its GPU
+    /// from the slot), and the reply: a refusal (503) for a request the service stopped before
+    /// it finished.
+    fn record(&self, outcome: Outcome, served: Served) -> std::result::Result<Value, Refusal> {
+        let (mut eval, finished, slot) = match outcome {
+            Outcome::Judged(eval, slot) => (eval, true, slot),
+            Outcome::Unfinished(eval) => (eval, false, None),
         };
+        eval.served = Some(Served {
+            gpu: slot.and_then(|slot| self.config.gpu_index(slot)),
+            ..served
+        });
         let results = self.config.out.join("results.json");
         let reply = reply::render(&eval, self.config.contract, &results);
         let unfinished = format!(
@@ -295,6 +383,12 @@ impl Variant {
             Err(Refusal::new(503, unfinished))
         }
     }
+}
+
+/// A reply given again to a request judged before.
+fn replayed(mut reply: Value) -> Value {
+    reply["replayed"] = Value::Bool(true);
+    reply
 }
 
 /// The run of `key`'s settings (flags `args`): its configuration, record and backend.
@@ -330,8 +424,14 @@ fn variant(shared: &Shared, key: Key, args: &EvalArgs) -> Result<Variant> {
 }
 
 /// Write `source` as a new candidate of `task` in the run's `submissions/` folder, in the
-/// mirrored layout (`levelL/N_Name/NNNNNN.py`), never over an earlier one.
-fn write_submission(config: &Config, task: &Task, source: &str) -> Result<Submission> {
+/// mirrored layout (`levelL/N_Name/NNNNNN.py`; an instance's `NAME.NNNNNN.py`, so that the
+/// instances' files keep their names apart in a merged run), never over an earlier one.
+fn write_submission(
+    config: &Config,
+    task: &Task,
+    source: &str,
+    instance: Option<&str>,
+) -> Result<Submission> {
     let folder = Path::new(&format!("level{}", task.id.level)).join(&task.name);
     let dir = config.out.join("submissions").join(&folder);
     std::fs::create_dir_all(&dir).map_err(|e| Error::write(&dir, e))?;
@@ -339,7 +439,10 @@ fn write_submission(config: &Config, task: &Task, source: &str) -> Result<Submis
         .map_err(|e| Error::read(&dir, e))?
         .count();
     loop {
-        let name = format!("{n:06}.py");
+        let name = match instance {
+            Some(instance) => format!("{instance}.{n:06}.py"),
+            None => format!("{n:06}.py"),
+        };
         let path = dir.join(&name);
         match std::fs::OpenOptions::new()
             .write(true)
