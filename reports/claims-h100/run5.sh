@@ -7,7 +7,8 @@
 #   - the other GPUs: the 12 CUDA-L1 rows round 4 read `environment` (the second build for
 #     modules that fall back), then the 25 rows of prio.txt (round 3's sample);
 # until LIMIT_S is spent; a fresh machine resumes from .gpu/state5.tgz (the last call's
-# OUT/state.tgz). Leaves back.tgz and state.tgz in OUT.
+# OUT/state.tgz). Leaves back.tgz and state.tgz in OUT. GPUS: the GPUs it may use (default all;
+# `GPUS=3` beside other work).
 #   OUT=DIR bash reports/claims-h100/run5.sh LIMIT_S
 set -u
 end=$(( $(date +%s) + ${1:-560} ))
@@ -18,9 +19,10 @@ if [ ! -d "$R" ]; then
   [ -f .gpu/state5.tgz ] && tar -C "$R" -xzf .gpu/state5.tgz
 fi
 left() { echo $(( end - $(date +%s) - 25 )); }
-n=$(nvidia-smi -L | wc -l)
-last=$(( n - 1 ))
-l1_gpus=$(seq -s, 0 $(( n > 1 ? n - 2 : 0 )))
+IFS=, read -r -a mine <<< "${GPUS:-$(seq -s, 0 $(( $(nvidia-smi -L | wc -l) - 1 )))}"
+n=${#mine[@]}
+last=${mine[n - 1]}
+l1_gpus=$(IFS=,; echo "${mine[*]:0:$(( n > 1 ? n - 1 : 1 ))}")
 { nvidia-smi; nproc; target/release/kbench --version; cat .gpu/commit.txt; } > "$R/machine.txt" 2>&1
 [ -d "$R/l1" ] || target/release/kbench import cuda-l1 .gpu/h100.json "$R/l1" > "$R/import.txt" 2>&1
 echo "1/35,1/41,1/42,1/48,1/65,1/82,1/96,2/4,2/21,2/35,2/47,3/32" > "$R/env.list"
@@ -52,9 +54,9 @@ if [ "$n" -gt 1 ]; then
   l1 prio "$l1_gpus"
   wait
 else
-  l1 env 0
+  l1 env "$last"
   side
-  l1 prio 0
+  l1 prio "$last"
 fi
 
 cd "$R" || exit 1

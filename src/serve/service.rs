@@ -121,7 +121,6 @@ impl Service {
     pub fn start(shared: Shared, capacity: usize, max_source: usize) -> Result<Service> {
         let base = Key::of(&shared.args);
         let own = variant(&shared, base, &shared.args)?;
-        own.record.lock().instance = shared.place.instance.clone();
         let answers = Answers::new(&own.config.out, shared.place.siblings.clone());
         own.keep_answers(&base, &answers)?;
         let queue = Queue::start(
@@ -404,6 +403,7 @@ fn variant(shared: &Shared, key: Key, args: &EvalArgs) -> Result<Variant> {
     std::fs::create_dir_all(config.out.join("logs")).map_err(|e| Error::write(&config.out, e))?;
     let mut record = setup::start_record(config, &shared.probe, Vec::new(), None)?;
     record.environment.ceilings = shared.ceilings.clone();
+    record.instance = shared.place.instance.clone();
     report::write_files(&record, &config.out)?;
     let backend = setup::backend(
         config,

@@ -153,7 +153,7 @@ class Client:
         self.timeout = timeout
         self.retry_for = retry_for
         self._discover = discover
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._endpoints = [_Endpoint(u) for u in dict.fromkeys(given)]
 
     @classmethod
@@ -194,7 +194,7 @@ class Client:
         last: Union[str, ServiceError] = "no instance known"
         same: Optional[_Endpoint] = None
         while True:
-            endpoint = same if same is not None and same.state == "ready" else self._pick()
+            endpoint = self._reserve(same) if same is not None and same.state == "ready" else self._pick()
             same = None
             if endpoint is not None:
                 outcome = self._send(endpoint, body)
@@ -213,10 +213,9 @@ class Client:
             wait = min(wait * 2, 5.0)
 
     def _send(self, endpoint: _Endpoint, body: dict) -> Union[Result, Tuple[Union[str, ServiceError], bool]]:
-        """The request sent to `endpoint`: its result, or why to send it again (the refusal, or
-        what was lost) and whether the connection was lost (raises what no retry changes)."""
-        with self._lock:
-            endpoint.in_flight += 1
+        """The request sent to `endpoint` (reserved): its result, or why to send it again (the
+        refusal, or what was lost) and whether the connection was lost (raises what no retry
+        changes)."""
         try:
             reply = self._call("POST", "/v1/evaluate", body, url=endpoint.url)
             return Result.from_reply(reply, endpoint.url)
@@ -274,7 +273,14 @@ class Client:
         if not ready:
             return None
         with self._lock:
-            return min(ready, key=_Endpoint.load)
+            return self._reserve(min(ready, key=_Endpoint.load))
+
+    def _reserve(self, endpoint: _Endpoint) -> _Endpoint:
+        """`endpoint`, with one more request of this client in flight there (counted as it is
+        picked, so that requests picked at once spread)."""
+        with self._lock:
+            endpoint.in_flight += 1
+        return endpoint
 
     def evaluate_many(
         self,
