@@ -198,6 +198,27 @@ fn the_client_gets_each_submission_its_verdict_and_the_record_keeps_them() {
     }
     assert_eq!(verdicts.len(), expected.len());
     assert_eq!(record_verdicts(Path::new(awaited_record)).len(), 1);
+    // Confined, a task's reference worker serves its next queued request (as in eval): the
+    // evaluations' reference logs are then one file.
+    let rows = record_rows(&results);
+    if rows.values().all(|r| {
+        r["sandbox"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("namespaces"))
+    }) {
+        use std::os::unix::fs::MetadataExt;
+        let inodes: std::collections::BTreeSet<u64> = rows
+            .values()
+            .flat_map(|r| r["logs"].as_array().unwrap().clone())
+            .filter_map(|log| log.as_str().map(str::to_string))
+            .filter(|log| log.ends_with(".reference.log"))
+            .map(|log| std::fs::metadata(out.path().join(log)).unwrap().ino())
+            .collect();
+        assert!(
+            inodes.len() < rows.len(),
+            "no reference worker was reused: {inodes:?}"
+        );
+    }
     assert!(out.path().join("summary.json").exists());
 }
 

@@ -5,7 +5,11 @@ then moved), records what ended the capture (the exception inside the `with torc
 block, or the one its exit raised), whether the module's graph is ready after the call, and
 whether a random draw on the GPU still works afterwards.
 
-    python3 reports/claims-h100/capture_probe.py TREE level2/5 level2/85
+    python3 reports/claims-h100/capture_probe.py [--draw-first] TREE level2/5 level2/85
+
+With --draw-first the GPU's generator is seeded and drawn from before the model is built, as
+kbench's worker draws its inputs on the GPU: whether a generator already in use is what a failed
+capture leaves capturing.
 """
 
 import importlib.util
@@ -22,7 +26,7 @@ def load(path, name):
     return module
 
 
-def probe(tree, task):
+def probe(tree, task, draw_first):
     level, number = task.split("/")
     ref = next(Path(tree, "tasks", level).glob(f"{number}_*.py"))
     sub = Path(tree, "submissions", level, ref.name)
@@ -42,6 +46,9 @@ def probe(tree, task):
     try:
         task_module = load(ref, "task")
         torch.manual_seed(0)
+        if draw_first:
+            torch.cuda.manual_seed(0)
+            torch.randn(4, device="cuda")
         model = load(sub, "submission").ModelNew(*task_module.get_init_inputs()).cuda()
         inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task_module.get_inputs()]
         with torch.no_grad():
@@ -53,15 +60,19 @@ def probe(tree, task):
             draw = "a random draw on the GPU works"
         except RuntimeError as exc:
             draw = f"a random draw on the GPU fails: {str(exc).splitlines()[0]}"
-        print(f"{task}: graph_ready={ready}; {'; '.join(seen) or 'the capture raised nothing'}; {draw}")
+        first = " (GPU generator drawn from first)" if draw_first else ""
+        print(f"{task}{first}: graph_ready={ready}; {'; '.join(seen) or 'the capture raised nothing'}; {draw}")
     finally:
         torch.cuda.graph.__exit__ = original
 
 
 if __name__ == "__main__":
-    tree = sys.argv[1]
-    for task in sys.argv[2:]:
+    args = sys.argv[1:]
+    draw_first = "--draw-first" in args
+    args = [a for a in args if a != "--draw-first"]
+    tree = args[0]
+    for task in args[1:]:
         try:
-            probe(tree, task)
+            probe(tree, task, draw_first)
         except Exception as exc:  # noqa: BLE001 - report and go on to the next task
             print(f"{task}: the probe itself failed: {type(exc).__name__}: {exc}")
