@@ -60,10 +60,15 @@ struct Row<'a> {
     /// `--published`: the system that published the claim, and the evidence of its class.
     published_system: Option<String>,
     published_evidence: Option<String>,
+    /// `kbench serve`: the request's id, and the instance, node and GPU that judged it.
+    request_id: Option<&'a str>,
+    served_instance: Option<&'a str>,
+    served_node: Option<&'a str>,
+    served_gpu: Option<u32>,
 }
 
 /// `Row`'s fields in order: the header of a run with no rows (serde writes it with a first row).
-const COLUMNS: [&str; 44] = [
+const COLUMNS: [&str; 48] = [
     "level",
     "problem_id",
     "task",
@@ -108,6 +113,10 @@ const COLUMNS: [&str; 44] = [
     "kernelbench_needed",
     "published_system",
     "published_evidence",
+    "request_id",
+    "served_instance",
+    "served_node",
+    "served_gpu",
 ];
 
 pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
@@ -172,6 +181,10 @@ pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
             kernelbench_needed: e.kernelbench_needed,
             published_system: compared.as_ref().map(|c| c.system.clone()),
             published_evidence: compared.map(|c| c.evidence),
+            request_id: e.served.as_ref().and_then(|s| s.id.as_deref()),
+            served_instance: e.served.as_ref().map(|s| s.instance.as_str()),
+            served_node: e.served.as_ref().map(|s| s.node.as_str()),
+            served_gpu: e.served.as_ref().and_then(|s| s.gpu),
         })
         .map_err(fail)?;
     }
