@@ -242,15 +242,15 @@ fn instances(
         .min()
         .unwrap_or_default();
     let mut kept: Vec<Evaluation> = Vec::new();
-    let mut by_id = std::collections::HashMap::new();
+    let mut by_request = std::collections::HashMap::new();
     for eval in records.iter().flat_map(|(_, r)| r.evaluations.iter()) {
-        let Some(id) = request_id(eval) else {
+        let Some(request) = request(eval) else {
             kept.push(eval.clone());
             continue;
         };
-        match by_id.get(id) {
+        match by_request.get(&request) {
             None => {
-                by_id.insert(id.to_string(), kept.len());
+                by_request.insert(request, kept.len());
                 kept.push(eval.clone());
             }
             Some(&at) if unfinished(&kept[at]) && !unfinished(eval) => kept[at] = eval.clone(),
@@ -266,6 +266,12 @@ fn request_id(eval: &Evaluation) -> Option<&str> {
     eval.served.as_ref()?.id.as_deref()
 }
 
+/// What makes two rows one request: its id, task and source (one id given to two sources, by a
+/// client's mistake, is two requests: both are kept, and `repeated_requests` names them).
+fn request(eval: &Evaluation) -> Option<(&str, crate::task::TaskId, &str)> {
+    Some((request_id(eval)?, eval.task, eval.sha256.as_str()))
+}
+
 /// A request the service stopped before it was judged (recorded as skipped).
 fn unfinished(eval: &Evaluation) -> bool {
     eval.verdict == Verdict::Skipped
@@ -274,21 +280,37 @@ fn unfinished(eval: &Evaluation) -> bool {
 /// The request ids more than one of `records` holds, with the instances that do: the results
 /// `merge` kept one of.
 pub fn repeated_requests(records: &[(std::path::PathBuf, RunRecord)]) -> Vec<String> {
-    let mut holders: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    type Holders<'a> = Vec<(String, &'a str)>;
+    let mut holders: std::collections::BTreeMap<&str, Holders> = Default::default();
     for (_, record) in records {
         let name = record.instance.clone().unwrap_or_default();
-        for id in record.evaluations.iter().filter_map(request_id) {
-            holders.entry(id).or_default().push(name.clone());
+        for eval in &record.evaluations {
+            if let Some(id) = request_id(eval) {
+                holders
+                    .entry(id)
+                    .or_default()
+                    .push((name.clone(), &eval.sha256));
+            }
         }
     }
+    let named = |held: &Holders| {
+        held.iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>()
+            .join(" and ")
+    };
     holders
         .into_iter()
         .filter(|(_, held)| held.len() > 1)
         .map(|(id, held)| {
-            format!(
-                "request {id}: judged by {}, one result kept",
-                held.join(" and ")
-            )
+            if held.iter().all(|(_, sha)| *sha == held[0].1) {
+                format!("request {id}: judged by {}, one result kept", named(&held))
+            } else {
+                format!(
+                    "request id {id} was given to different sources (judged by {}): each kept",
+                    named(&held)
+                )
+            }
         })
         .collect()
 }
@@ -470,6 +492,13 @@ mod tests {
             repeated_requests(&paths),
             ["request r0: judged by b and a, one result kept"]
         );
+        // One id given to two sources is two requests: both kept, and said.
+        let mut clash = two_instances();
+        clash[0].1.evaluations[0].sha256 = "cd".repeat(32);
+        let paths: Vec<_> = clash.iter().map(|(n, r)| (n.into(), r.clone())).collect();
+        let merged = merge(clash, "m".into(), Vec::new()).unwrap();
+        assert_eq!(merged.evaluations.len(), 3);
+        assert!(repeated_requests(&paths)[0].contains("given to different sources"));
         // Not one run's: an instance twice, other settings, a record of no instance.
         let refused = |runs: Vec<(String, RunRecord)>, why: &str| {
             let err = Error::from(merge(runs, String::new(), Vec::new()).unwrap_err());
