@@ -384,6 +384,13 @@ pub struct EvalArgs {
     /// eval runs only where kbench's checks ended a trial before its outputs were compared
     #[arg(long)]
     pub kernelbench_eval: bool,
+    /// Run each correct candidate's kernels once more, on one trial, under NVIDIA's
+    /// compute-sanitizer (memcheck, racecheck, initcheck, synccheck), confined as the candidate:
+    /// an error the tool reports in a kernel of the submission's own makes it `incorrect`
+    /// (docs/checks.md, `sanitizer.*`). Needs compute-sanitizer (on PATH, or in
+    /// $CUDA_HOME/bin); minutes per evaluation
+    #[arg(long)]
+    pub sanitize: bool,
     /// Seed of inputs, parameter perturbation and timing, to repeat a run exactly [default: a
     /// secret seed per run, never recorded, so no submission can predict its inputs]. Weights
     /// follow KernelBench: seed 42 before each constructor

@@ -115,6 +115,9 @@ pub struct Config {
     /// `--kernelbench-eval`: KernelBench's eval runs again as it runs on every evaluation
     /// whose trials ran, not only where kbench's checks cut one short (`kernelbench.environment`).
     pub kernelbench_eval: bool,
+    /// `--sanitize`: compute-sanitizer's path, which runs each correct candidate's kernels once
+    /// more (`pipeline/sanitize.rs`).
+    pub sanitizer: Option<PathBuf>,
     /// Timing stops at this 95 % CI half-width of the speedup, or at the sample or time budget.
     pub ci_target: f64,
     pub max_samples: u32,
@@ -442,6 +445,23 @@ pub fn seed_sha256(seed: u64) -> String {
     format!("{:x}", Sha256::digest(format!("kbench seed {seed}")))
 }
 
+/// `--sanitize`'s tool: refused where it cannot be found, since a run asked to sanitize that
+/// did not would pass what it was asked to check.
+fn sanitizer(args: &EvalArgs) -> Result<Option<PathBuf>> {
+    if !args.sanitize {
+        return Ok(None);
+    }
+    // Its real place: the folder the sandbox shows the candidate is the one its libraries are in.
+    let found = crate::sanitizer::find().map(|p| p.canonicalize().unwrap_or(p));
+    found.map(Some).ok_or_else(|| {
+        Error::Usage(
+            "--sanitize: compute-sanitizer is not on PATH, in $CUDA_HOME/bin or in \
+             /usr/local/cuda/bin (it comes with the CUDA toolkit; `kbench doctor` looks too)"
+                .into(),
+        )
+    })
+}
+
 fn absolute(p: &Path) -> Result<PathBuf> {
     std::path::absolute(p).map_err(|e| Error::read(p, e))
 }
@@ -472,6 +492,7 @@ impl Config {
         let run_id = chrono::Local::now().format("run-%Y%m%d-%H%M%S").to_string();
         let out = out_dir(args, &run_id)?;
         let seed = seed(args)?;
+        let sanitizer = sanitizer(args)?;
         let gpu_use = if args.dedicated {
             GpuUse::Dedicated
         } else {
@@ -494,6 +515,7 @@ impl Config {
             trials: args.trials,
             kernelbench_tolerance: args.kernelbench_tolerance.unwrap_or(tolerance),
             kernelbench_eval: args.kernelbench_eval,
+            sanitizer,
             ci_target: args.ci_target,
             max_samples: args.max_samples,
             budget: Duration::from_secs_f64(args.budget),
@@ -587,6 +609,7 @@ impl Config {
             overrides: self.overrides_json(),
             kernelbench_tolerance: Some(self.kernelbench_tolerance),
             kernelbench_eval: self.kernelbench_eval,
+            sanitize: self.sanitizer.is_some(),
             compat: self.compat,
             contract: self.contract,
         }

@@ -92,6 +92,14 @@ pub fn checks(python: &str, probe: Result<&Probe, &Error>, device: Device) -> Ve
         found: text(&facts.cutlass),
         fix: "only for kbench import cuda-l2's kernels: pip install --no-deps -r requirements-cuda-l2.txt (nvidia-cutlass's headers; offline: pip install --no-deps its wheel), or set CUTLASS_DIR to a CUTLASS checkout",
     });
+    let sanitizer = crate::sanitizer::find();
+    out.push(Check {
+        name: "compute-sanitizer",
+        ok: sanitizer.is_some(),
+        needed: false,
+        found: sanitizer.map_or("not found".into(), |p| p.display().to_string()),
+        fix: "only for eval --sanitize: it comes with the CUDA toolkit (CUDA_HOME/bin); put it on PATH",
+    });
     let nvml = nvml_driver();
     out.push(Check {
         name: "NVML",

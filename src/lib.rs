@@ -45,6 +45,7 @@ pub mod record_mac;
 pub(crate) mod reference_ops;
 pub(crate) mod report;
 pub(crate) mod sandbox;
+pub(crate) mod sanitizer;
 pub(crate) mod scale;
 pub(crate) mod schedule;
 pub(crate) mod serve;

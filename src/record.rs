@@ -170,6 +170,9 @@ pub struct RecordedConfig {
     /// every evaluation whose trials ran (`kernelbench.environment`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub kernelbench_eval: bool,
+    /// `--sanitize`: each correct candidate's kernels also ran under compute-sanitizer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sanitize: bool,
     /// `--compat`: known toolchain drift was rewritten in the staged submissions
     /// (`Build::compat`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

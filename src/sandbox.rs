@@ -406,12 +406,17 @@ impl Jail {
         let mut env = spec.env.clone();
         env.push(("HOME".into(), "/tmp".into()));
         env.push(("TMPDIR".into(), "/tmp".into()));
-        // The venv's tools (ninja) beside its python, as activating it would.
+        // The venv's tools (ninja) beside its python, as activating it would, before the PATH
+        // the command was given (a tool's that runs the worker: the venv's beside its python).
         if let Some(bin) = Path::new(&spec.python)
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
         {
-            let path = std::env::var_os("PATH").unwrap_or_default();
+            let given = spec.env.iter().rev().find(|(k, _)| k == "PATH");
+            let path = given
+                .map(|(_, v)| std::ffi::OsString::from(v))
+                .or_else(|| std::env::var_os("PATH"))
+                .unwrap_or_default();
             if let Ok(joined) = std::env::join_paths(
                 std::iter::once(bin.to_path_buf()).chain(std::env::split_paths(&path)),
             ) {

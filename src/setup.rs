@@ -33,9 +33,12 @@ pub fn confine(config: &Config, worker_path: &Path) -> Result<sandbox::Confineme
     std::fs::create_dir_all(&builds).map_err(|e| Error::write(&builds, e))?;
     // CUTLASS_DIR: the headers `kbench import cuda-l2`'s kernels build against, where set.
     let cutlass = std::env::var_os("CUTLASS_DIR").map(PathBuf::from);
+    // `--sanitize`: the tool's own folder (its libraries beside it), where the candidate starts it.
+    let sanitizer = config.sanitizer.as_ref().and_then(|t| t.parent());
     let readonly: Vec<_> = [worker_path.to_path_buf(), config.tasks_root.clone()]
         .into_iter()
         .chain(cutlass.filter(|p| p.is_dir()))
+        .chain(sanitizer.map(Path::to_path_buf))
         .collect();
     sandbox::Confinement::probe(
         config.sandbox,

@@ -708,3 +708,90 @@ fn a_task_too_large_for_the_cpu_is_skipped_and_a_run_of_nothing_fails_the_gate()
         String::from_utf8_lossy(&empty.stdout)
     );
 }
+
+/// `--sanitize` through a stand-in compute-sanitizer (tests/fixtures/tools: it logs one report in
+/// a kernel no submission has, then runs the worker it was given): each of the four tools starts
+/// a worker of its own that loads the build and runs a trial, its log is read back, the report is
+/// a library's and changes no verdict, and the run records the setting. Without the tool,
+/// `--sanitize` is refused before anything runs.
+#[test]
+fn sanitize_runs_each_tool_and_keeps_a_library_s_report_apart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("subs/level1/19_ReLU");
+    std::fs::create_dir_all(&tree).unwrap();
+    let honest = root().join("benchmarks/example/cpu/level1/19_ReLU/honest_cpp.py");
+    std::fs::copy(&honest, tree.join("honest_cpp.py")).unwrap();
+    let path = format!(
+        "{}:{}",
+        root().join("tests/fixtures/tools").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = tmp.path().join("run");
+    let run = Command::new(env!("CARGO_BIN_EXE_kbench"))
+        .arg("eval")
+        .arg(tmp.path().join("subs"))
+        .args(["--device", "cpu", "--scale", "small", "--trials", "2"])
+        .args(["--max-samples", "8", "--timeout-call", "15", "--sanitize"])
+        .arg("--python")
+        .arg(python())
+        .arg("--out")
+        .arg(&out)
+        .env("KBENCH_CACHE", root().join("target/kbench-test-cache"))
+        .env("PATH", &path)
+        .output()
+        .expect("run kbench");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    let evals = evaluations(&out);
+    let eval = evals.values().next().expect("one evaluation");
+    assert_eq!(eval["verdict"], "pass", "{eval}");
+    for tool in ["memcheck", "racecheck", "initcheck", "synccheck"] {
+        let name = format!("sanitizer.{tool}");
+        let check = eval["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name.as_str())
+            .unwrap_or_else(|| panic!("no {name}: {}", eval["checks"]));
+        assert_eq!(check["outcome"], "pass", "{check}");
+        let evidence = check["evidence"].as_str().unwrap();
+        assert!(
+            evidence.contains("1 report(s) in library kernels, not the submission's")
+                && evidence.contains("library_kernel"),
+            "{evidence}"
+        );
+        let log = format!("sanitizer-{tool}.log");
+        assert!(
+            eval["logs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|l| l.as_str().unwrap().ends_with(&log)),
+            "{}",
+            eval["logs"]
+        );
+    }
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(record["config"]["sanitize"], true);
+    // No tool where kbench looks: refused, nothing run.
+    let refused = Command::new(env!("CARGO_BIN_EXE_kbench"))
+        .arg("eval")
+        .arg(tmp.path().join("subs"))
+        .args(["--device", "cpu", "--sanitize", "--python"])
+        .arg(python())
+        .arg("--out")
+        .arg(tmp.path().join("refused"))
+        .env("PATH", "/usr/bin:/bin")
+        .env_remove("CUDA_HOME")
+        .env_remove("CUDA_PATH")
+        .output()
+        .expect("run kbench");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("--sanitize: compute-sanitizer is not on PATH"),
+        "{said}"
+    );
+    assert!(!tmp.path().join("refused/results.json").exists());
+}

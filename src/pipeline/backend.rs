@@ -28,6 +28,8 @@ pub enum Phase {
     Ending,
     /// KernelBench's eval as KernelBench runs it, in a fresh worker (`--kernelbench-eval`).
     Kernelbench,
+    /// The candidate's kernels under compute-sanitizer, in fresh workers (`--sanitize`).
+    Sanitizer,
 }
 
 impl Phase {
@@ -41,6 +43,7 @@ impl Phase {
             Phase::Profiling => "profiling",
             Phase::Ending => "ending its workers",
             Phase::Kernelbench => "KernelBench's eval",
+            Phase::Sanitizer => "compute-sanitizer",
         }
     }
 }

@@ -165,7 +165,7 @@ impl<S: Spawner> Alone<'_, S> {
         eval.logs.push(rel);
         let loaded = stage.map_err(Cause::Unready).and_then(|stage| {
             let stage = (&stage, &self.env[..]);
-            workers.load_kernelbench((task, sub), slot, &mut candidate, stage)
+            workers.load_alone((task, sub), slot, &mut candidate, stage, true)
         });
         let found = match loaded {
             Ok(()) => self.kernelbench_trials_alone(&mut candidate),

@@ -23,7 +23,7 @@ use crate::taskfacts::TaskFacts;
 use crate::timing::Failed;
 use crate::verdict::{Cause, ReferenceStep};
 use crate::worker::request::Load;
-use crate::worker::{Link, Reply};
+use crate::worker::{Link, Reply, Spawn};
 
 use super::gathered::Gathered;
 use super::pair::{Companion, Pair};
@@ -154,10 +154,21 @@ impl<'a, S: Spawner> Workers<'a, S> {
         slot: usize,
         exchange: &Exchange,
     ) -> Result<Companion<S::Worker>, String> {
+        self.start_wrapped(slot, exchange, |spec| spec)
+    }
+
+    /// `start_candidate`, its command line made by `wrap` from the plain one (a tool that runs
+    /// the worker: the sanitizer), confined as any candidate.
+    pub(super) fn start_wrapped(
+        &self,
+        slot: usize,
+        exchange: &Exchange,
+        wrap: impl FnOnce(Spawn) -> Spawn,
+    ) -> Result<Companion<S::Worker>, String> {
         let log = self.provisional_log("candidate");
         let workspace = workspace(&self.config.cache, &self.confinement)?;
         let writable: Vec<_> = workspace.iter().map(Workspace::bind).collect();
-        let spec = self.launcher.spec("candidate", &log, self.device_env(slot));
+        let spec = wrap(self.launcher.spec("candidate", &log, self.device_env(slot)));
         let wrapped = self
             .confinement
             .wrap(&spec, &writable, Some(exchange.dir.path()));
@@ -283,19 +294,20 @@ impl<'a, S: Spawner> Workers<'a, S> {
         }
     }
 
-    /// Load the task and the submission in `candidate` as KernelBench's eval loads them, for
-    /// its trials alone (`kernelbench.environment`); no reference worker takes part. The
-    /// submission's build environment is `env`.
-    pub(super) fn load_kernelbench(
+    /// Load the task and the submission in `candidate` alone, no reference worker taking part:
+    /// as KernelBench's eval loads them (`kernelbench`, for its trials: `kernelbench.environment`)
+    /// or as for kbench's (the sanitizer's trial). The submission's build environment is `env`.
+    pub(super) fn load_alone(
         &self,
         (task, sub): (&Task, &Submission),
         slot: usize,
         candidate: &mut S::Worker,
         (stage, env): (&Stage, &[(String, String)]),
+        kernelbench: bool,
     ) -> Result<(), Failed> {
         let cfg = self.config;
         let load = Load {
-            kernelbench: true,
+            kernelbench,
             ..self.candidate_load(task, sub, stage, env)?
         };
         let loaded = ask(candidate, load, cfg.timeouts.load + cfg.timeouts.compile);

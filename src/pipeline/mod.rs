@@ -3,7 +3,8 @@
 //! a file per stage below it. Layered, each file using only those below it:
 //!
 //! - `python`: the `Python` backend, the sequence of one evaluation;
-//! - `kernelbench`: KernelBench's trials alone, in a fresh candidate worker;
+//! - `kernelbench`, `sanitize`: KernelBench's trials alone, and the candidate's kernels under
+//!   compute-sanitizer (`--sanitize`), each in fresh candidate workers;
 //! - `load`: the `Workers` (the pool, reuse's workers, the loads), over `reuse` (what is kept
 //!   for a task's next candidate) and `pair` (the workers an evaluation takes);
 //! - `build`: the `Builder` (the compile pool's builds, the cache, where workers see a build);
@@ -26,6 +27,7 @@ mod pair;
 mod python;
 mod replies;
 mod reuse;
+mod sanitize;
 mod sizing;
 mod spawn;
 mod stage;

@@ -42,6 +42,7 @@ use super::gathered::Gathered;
 use super::kernelbench::Alone;
 use super::load::{self, Workers};
 use super::pair::Pair;
+use super::sanitize::Sanitize;
 use super::spawn::{Launcher, Processes, Spawner};
 use super::stage::{self, claim_logs, Handover, TrialTimes};
 use super::verify::{self, Verifier};
@@ -199,6 +200,16 @@ impl<S: Spawner> Backend for Python<'_, S> {
             None => self.attempts(job),
         };
         let cause = decide::with_build(cause, build);
+        let cause = match &self.config.sanitizer {
+            Some(tool) => self.sanitizer(task, submission, slot, tool).sanitize(
+                (task, submission),
+                slot,
+                &mut eval,
+                cause,
+                enter,
+            ),
+            None => cause,
+        };
         self.alone_for_kernelbench(task, submission, slot)
             .kernelbench_environment(task, submission, slot, &mut eval, enter);
         let mut eval = decide::evaluation(
@@ -269,6 +280,31 @@ impl<S: Spawner> Python<'_, S> {
             alone: self.alone(task),
             env: self.builder.build_env(&home),
             home,
+        }
+    }
+
+    /// What the sanitizer's runs take (`--sanitize`): as KernelBench's trials alone, and the tool.
+    fn sanitizer<'t>(
+        &'t self,
+        task: &Task,
+        sub: &Submission,
+        slot: usize,
+        tool: &'t std::path::Path,
+    ) -> Sanitize<'t, S> {
+        let Alone {
+            workers,
+            gate,
+            alone,
+            home,
+            env,
+        } = self.alone_for_kernelbench(task, sub, slot);
+        Sanitize {
+            workers,
+            gate,
+            alone,
+            home,
+            env,
+            tool,
         }
     }
 

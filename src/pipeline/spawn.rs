@@ -15,6 +15,11 @@ pub trait Spawner: Sync {
     /// Ask `worker` to exit, and make sure it has: whether every process it started is known to
     /// have ended (`Worker::finish`).
     fn finish(worker: Self::Worker) -> bool;
+    /// `finish`, once the worker had `grace` to exit on its own (a tool wrapping it writes its
+    /// report as it exits).
+    fn finish_within(worker: Self::Worker, _grace: std::time::Duration) -> bool {
+        Self::finish(worker)
+    }
 }
 
 /// Worker processes: the real backend's workers.
@@ -29,6 +34,10 @@ impl Spawner for Processes {
 
     fn finish(worker: Worker) -> bool {
         worker.finish()
+    }
+
+    fn finish_within(worker: Worker, grace: std::time::Duration) -> bool {
+        worker.finish_within(grace)
     }
 }
 

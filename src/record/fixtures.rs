@@ -175,6 +175,7 @@ pub fn sample_record() -> RunRecord {
             overrides: serde_json::json!({"scale": "small", "set": {}}),
             kernelbench_tolerance: Some(1e-4),
             kernelbench_eval: false,
+            sanitize: false,
         },
         evaluations: vec![
             flagged(

@@ -70,6 +70,14 @@ pub enum CheckName {
     RuntimeProcesses,
     #[serde(rename = "runtime.thread_count")]
     RuntimeThreadCount,
+    #[serde(rename = "sanitizer.initcheck")]
+    SanitizerInitcheck,
+    #[serde(rename = "sanitizer.memcheck")]
+    SanitizerMemcheck,
+    #[serde(rename = "sanitizer.racecheck")]
+    SanitizerRacecheck,
+    #[serde(rename = "sanitizer.synccheck")]
+    SanitizerSynccheck,
     #[serde(rename = "task.facts")]
     TaskFacts,
     #[serde(rename = "timing.audit")]
@@ -121,6 +129,10 @@ impl CheckName {
             C::RuntimeL2PersistLimit => "runtime.l2_persist_limit",
             C::RuntimeProcesses => "runtime.processes",
             C::RuntimeThreadCount => "runtime.thread_count",
+            C::SanitizerInitcheck => "sanitizer.initcheck",
+            C::SanitizerMemcheck => "sanitizer.memcheck",
+            C::SanitizerRacecheck => "sanitizer.racecheck",
+            C::SanitizerSynccheck => "sanitizer.synccheck",
             C::TaskFacts => "task.facts",
             C::TimingAudit => "timing.audit",
             C::TimingStreamJoin => "timing.stream_join",
@@ -178,7 +190,7 @@ mod tests {
     /// below) are the schema's, and each of those is documented there.
     #[test]
     fn docs_checks_md_documents_every_name_and_no_other() {
-        const FAMILIES: [&str; 15] = [
+        const FAMILIES: [&str; 16] = [
             "correctness",
             "determinism",
             "harness",
@@ -192,6 +204,7 @@ mod tests {
             "precision",
             "profile",
             "runtime",
+            "sanitizer",
             "task",
             "timing",
         ];

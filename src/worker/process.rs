@@ -217,11 +217,21 @@ impl Worker {
     /// Ask the worker to exit, then make sure it and its children are gone. Whether every process
     /// it started is known to have ended (a confined worker's whole PID namespace, detached
     /// processes included): until then nothing it could touch may serve another evaluation.
-    pub fn finish(mut self) -> bool {
+    pub fn finish(self) -> bool {
+        self.finish_within(Duration::ZERO)
+    }
+
+    /// `finish`, once the worker had `grace` to exit on its own: a tool that wraps it (the
+    /// sanitizer) writes its report as it exits.
+    pub fn finish_within(mut self, grace: Duration) -> bool {
         let _ = self.requests.as_mut().map(|f| {
             let line = protocol::request(&Request::Exit(Exit {}), &protocol::nonce()) + "\n";
             f.write_all(line.as_bytes())
         });
+        let until = Instant::now() + grace;
+        while Instant::now() < until && matches!(self.child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
         self.kill();
         for d in self.drains.drain(..) {
             let _ = d.join();

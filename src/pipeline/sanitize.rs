@@ -1,0 +1,389 @@
+//! `--sanitize`: memory errors the value checks cannot see. Where an evaluation is correct so
+//! far (pass, no_kernel, contract), the candidate's kernels run once more on one trial (trial
+//! 0's inputs) under each of compute-sanitizer's tools in turn (`sanitizer::Tool::ALL`), each in
+//! a fresh candidate worker the tool starts, confined as any candidate (the tool runs inside the
+//! sandbox and writes its log to the worker's exchange folder), with PyTorch's caching allocator
+//! off (`PYTORCH_NO_CUDA_MEMORY_CACHING`: each tensor its own allocation, so an access past one
+//! is outside every allocation, where memcheck sees it). The reference never runs under it.
+//!
+//! A report in a kernel of the submission's own (named as the profiled call named them,
+//! `reference_ops::Launches::own`) makes the evaluation `incorrect`: the check of that tool
+//! (`sanitizer.memcheck`, ...) fails with the tool's first report (what, kernel, thread and
+//! block, address). The libraries' reports are kept apart in the evidence, as are racecheck's
+//! warnings (hazards the programming model allows). A tool that cannot finish (its worker
+//! raised, or ran past its deadline) says so and decides nothing. Limits: a submission that
+//! knows it runs under the tool (its environment says so) can behave otherwise there, as under
+//! any dynamic tool, and can write into the log it shares a folder with; `docs/checks.md`.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::lanes::Gate;
+use crate::record::{Check, Outcome};
+use crate::sanitizer::{self, Judged, Tool};
+use crate::submission::Submission;
+use crate::task::Task;
+use crate::verdict::{Cause, Verdict};
+use crate::worker::request::Trial;
+use crate::worker::{Spawn, Stream};
+
+use super::backend::Phase;
+use super::gathered::Gathered;
+use super::load::Workers;
+use super::pair::Companion;
+use super::spawn::Spawner;
+use super::stage::{ask, exchange, log_path};
+use super::workspace::lend;
+
+/// The log's name in the exchange folder.
+const LOG: &str = "sanitizer.log";
+/// The most of a log kbench reads.
+const LOG_CAP: u64 = 4 << 20;
+/// How much longer than `--timeout-call` a call may take under a tool (racecheck's slowdown on
+/// shared-memory-heavy kernels reaches a few hundred times).
+const SLOWDOWN: u32 = 20;
+/// How long the worker gets to exit on its own, so the tool writes its log whole.
+const EXIT_GRACE: Duration = Duration::from_secs(30);
+
+/// What the sanitizer's runs take from the evaluator (as KernelBench's trials alone do): its
+/// workers, the slot's gate and whether the task takes the GPU alone, the submission's build
+/// folder (`home`) with its workers' environment (`env`), and the tool.
+pub(super) struct Sanitize<'w, S: Spawner> {
+    pub workers: &'w Workers<'w, S>,
+    pub gate: &'w Mutex<Arc<Gate>>,
+    pub alone: bool,
+    pub home: PathBuf,
+    pub env: Vec<(String, String)>,
+    pub tool: &'w Path,
+}
+
+impl<S: Spawner> Sanitize<'_, S> {
+    /// `cause`, or, where it is correct so far and a tool reports an error in a kernel of the
+    /// submission's own, that error (`incorrect`, under the tool's check); each tool's check
+    /// joins the evaluation's.
+    pub(super) fn sanitize(
+        &self,
+        (task, sub): (&Task, &Submission),
+        slot: usize,
+        eval: &mut Gathered,
+        cause: Cause,
+        enter: &dyn Fn(Phase),
+    ) -> Cause {
+        let (verdict, _) = cause.decide();
+        if !matches!(
+            verdict,
+            Verdict::Pass | Verdict::NoKernel | Verdict::Contract
+        ) {
+            return cause;
+        }
+        enter(Phase::Sanitizer);
+        let own = own_kernels(eval);
+        for tool in Tool::ALL {
+            let started = Instant::now();
+            let ran = self.run(tool, (task, sub), slot, eval);
+            let seconds = started.elapsed().as_secs_f64();
+            eval.phases.after_timing_s += seconds;
+            let (check, error) = judged(tool, ran, &own, seconds);
+            eval.checks.push(check);
+            if let Some(error) = error {
+                let wrong = Box::new(Cause::Wrong(error));
+                return Cause::Within(tool.check().to_string(), wrong);
+            }
+        }
+        cause
+    }
+
+    /// One trial under `tool` in a fresh candidate worker it starts: the tool's log, or what
+    /// ended the trial first (with the log as far as it got).
+    fn run(
+        &self,
+        tool: Tool,
+        (task, sub): (&Task, &Submission),
+        slot: usize,
+        eval: &mut Gathered,
+    ) -> Ran {
+        let workers = self.workers;
+        let confinement = &workers.confinement;
+        let gate = Arc::clone(&self.gate.lock().expect("gate lock"));
+        let _hold = gate.enter(self.alone);
+        let exchange = match exchange(confinement) {
+            Ok(exchange) => exchange,
+            Err(e) => return Ran::ended(Cause::Unready(e)),
+        };
+        let seen = confinement.seen(exchange.dir.path());
+        let started = workers.start_wrapped(slot, &exchange, |spec| {
+            under(self.tool, tool, &seen.join(LOG), spec)
+        });
+        let Companion {
+            mut worker,
+            log,
+            workspace,
+        } = match started {
+            Ok(companion) => companion,
+            Err(e) => return Ran::ended(Cause::Unready(e)),
+        };
+        let (kept, rel) = log_path(
+            &workers.config.out,
+            sub,
+            &format!("sanitizer-{}", tool.name()),
+        );
+        let _ = std::fs::rename(log, kept);
+        eval.logs.push(rel);
+        let lent = lend(confinement, self.home.clone(), workspace);
+        let trial = lent
+            .as_ref()
+            .map_err(|e| Cause::Unready(e.clone()))
+            .and_then(|lent| {
+                let stage = match lent {
+                    Some(lent) => lent.stage(confinement),
+                    None => Ok(exchange.stage()),
+                };
+                let stage = stage.map_err(Cause::Unready)?;
+                let env = &self.env[..];
+                workers.load_alone((task, sub), slot, &mut worker, (&stage, env), false)?;
+                self.trial(&mut worker, &seen)
+            });
+        let gone = S::finish_within(worker, EXIT_GRACE);
+        lent.into_iter().flatten().for_each(|l| l.settle(gone));
+        let log =
+            crate::untrusted::read_regular_beneath(exchange.dir.path(), Path::new(LOG), LOG_CAP)
+                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+        Ran {
+            log,
+            ended: trial.err(),
+        }
+    }
+
+    /// Trial 0's inputs through the candidate once, its outputs kept in its worker (nothing
+    /// compares them: the tool watches the call).
+    fn trial(&self, worker: &mut S::Worker, seen: &Path) -> Result<(), Cause> {
+        let cfg = self.workers.config;
+        let seed = |forward| Stream::Trial { index: 0, forward }.seed(cfg.seed);
+        let trial = Trial {
+            seed: seed(false),
+            forward_seed: seed(true),
+            variant: None,
+            deep: false,
+            out: seen.join("sanitized-trial.pt"),
+            transport: "ipc".into(),
+        };
+        ask(worker, trial, cfg.timeouts.call * SLOWDOWN).map(drop)
+    }
+}
+
+/// The candidate worker's command line run by `tool` (`sanitizer` the executable), its log at
+/// `log` (as the worker sees it), with PyTorch's caching allocator off, and the venv's tools
+/// (ninja) on PATH as for the worker run alone.
+fn under(sanitizer: &Path, tool: Tool, log: &Path, spec: Spawn) -> Spawn {
+    let mut args = tool.args(log);
+    args.push(spec.python.clone());
+    args.extend(spec.args.iter().cloned());
+    let venv = Path::new(&spec.python).parent().map(Path::to_path_buf);
+    let host = std::env::var_os("PATH").unwrap_or_default();
+    let path = std::env::join_paths(venv.into_iter().chain(std::env::split_paths(&host)));
+    let wrapped = Spawn {
+        python: sanitizer.display().to_string(),
+        args,
+        ..spec
+    }
+    .env("PYTORCH_NO_CUDA_MEMORY_CACHING", "1");
+    match path {
+        Ok(path) => wrapped.env("PATH", path.to_string_lossy()),
+        Err(_) => wrapped,
+    }
+}
+
+/// What one tool's run left: its log (or why it could not be read), and what ended the trial
+/// where it did not finish.
+struct Ran {
+    log: std::io::Result<String>,
+    ended: Option<Cause>,
+}
+
+impl Ran {
+    fn ended(cause: Cause) -> Ran {
+        Ran {
+            log: Ok(String::new()),
+            ended: Some(cause),
+        }
+    }
+}
+
+/// The submission's own kernels, as its profiled call named them.
+fn own_kernels(eval: &Gathered) -> Vec<String> {
+    let launches = eval.profile.iter().flat_map(|p| &p.candidate);
+    launches.filter(|l| l.own).map(|l| l.name.clone()).collect()
+}
+
+/// The tool's check, and the error that makes the evaluation `incorrect` where one of its
+/// reports is in a kernel of the submission's own.
+fn judged(tool: Tool, ran: Ran, own: &[String], seconds: f64) -> (Check, Option<String>) {
+    let Judged {
+        own: errors,
+        library,
+        warnings,
+    } = sanitizer::judge(
+        sanitizer::parse(ran.log.as_deref().unwrap_or_default()),
+        own,
+    );
+    let mut notes = Vec::new();
+    if own.is_empty() {
+        notes.push(
+            "no kernel of the submission's own was profiled: every report is a library's"
+                .to_string(),
+        );
+    }
+    if let Some(first) = library.first() {
+        notes.push(format!(
+            "{} report(s) in library kernels, not the submission's (first: {})",
+            library.len(),
+            first.line()
+        ));
+    }
+    if let Some(first) = warnings.first() {
+        notes.push(format!(
+            "{} warning(s) in its kernels (first: {})",
+            warnings.len(),
+            first.line()
+        ));
+    }
+    if let Err(e) = &ran.log {
+        notes.push(format!("its log could not be read: {e}"));
+    }
+    let (outcome, evidence, error) = match (errors.first(), &ran.ended) {
+        (Some(first), _) => {
+            let more = match errors.len() {
+                1 => String::new(),
+                n => format!(" (and {} more)", n - 1),
+            };
+            let error = format!("{}{more}", first.line());
+            (Outcome::Fail, error.clone(), Some(error))
+        }
+        (None, Some(cause)) => (
+            Outcome::Skip,
+            format!("did not finish under {}: {}", tool.name(), cause.reason()),
+            None,
+        ),
+        (None, None) if !warnings.is_empty() => (
+            Outcome::Warn,
+            "no error in the submission's kernels".to_string(),
+            None,
+        ),
+        (None, None) => (
+            Outcome::Pass,
+            format!("no report in the submission's {} kernel(s)", own.len()),
+            None,
+        ),
+    };
+    let evidence = std::iter::once(evidence)
+        .chain(notes)
+        .collect::<Vec<_>>()
+        .join("; ");
+    let check = Check {
+        name: tool.check(),
+        outcome,
+        evidence,
+        seconds,
+        runs: 1,
+    };
+    (check, error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OOB: &str = "\
+========= COMPUTE-SANITIZER
+========= Invalid __global__ write of size 4 bytes
+=========     at relu_scratch_off_by_one(const float *, float *, float *, long, int)+0x1f0
+=========     by thread (232,0,0) in block (3,0,0)
+=========     Address 0x7f2c4e000fa0 is out of bounds
+=========     and is 0 bytes after the nearest allocation at 0x7f2c4e000000 of size 4000 bytes
+========= ERROR SUMMARY: 1 error
+";
+
+    fn ran(log: &str, ended: Option<Cause>) -> Ran {
+        Ran {
+            log: Ok(log.into()),
+            ended,
+        }
+    }
+
+    #[test]
+    fn only_an_error_in_the_submission_s_own_kernel_decides() {
+        let own = ["relu_scratch_off_by_one(float const*, float*, float*, long, int)".to_string()];
+        let raised = || Some(Cause::Unready("the trial raised".into()));
+        // (the run, its own kernels, the check's outcome, whether it makes the evaluation incorrect)
+        let cases: [(Ran, &[String], Outcome, bool); 5] = [
+            (ran(OOB, None), &own, Outcome::Fail, true),
+            // An error in its kernel decides even where the tool's run then failed.
+            (ran(OOB, raised()), &own, Outcome::Fail, true),
+            // The same report in a kernel not its own is a library's.
+            (ran(OOB, None), &[], Outcome::Pass, false),
+            (
+                ran("========= ERROR SUMMARY: 0 errors\n", None),
+                &own,
+                Outcome::Pass,
+                false,
+            ),
+            (ran("", raised()), &own, Outcome::Skip, false),
+        ];
+        for (n, (ran, own, outcome, wrong)) in cases.into_iter().enumerate() {
+            let (check, error) = judged(Tool::Memcheck, ran, own, 1.0);
+            assert_eq!(check.outcome, outcome, "case {n}: {}", check.evidence);
+            assert_eq!(error.is_some(), wrong, "case {n}");
+            if wrong {
+                let e = error.unwrap();
+                assert!(
+                    e.starts_with(
+                        "Invalid __global__ write of size 4 bytes in relu_scratch_off_by_one"
+                    ),
+                    "{e}"
+                );
+                assert!(e.contains("by thread (232,0,0) in block (3,0,0)"), "{e}");
+            }
+        }
+        let (check, _) = judged(Tool::Memcheck, ran(OOB, None), &[], 1.0);
+        assert!(
+            check.evidence.contains("1 report(s) in library kernels"),
+            "{}",
+            check.evidence
+        );
+    }
+
+    #[test]
+    fn the_worker_runs_under_the_tool_with_the_caching_allocator_off() {
+        let spec = Spawn::role(
+            "python3",
+            Path::new("/w"),
+            "candidate",
+            "log".into(),
+            "/out".into(),
+        );
+        let wrapped = under(
+            Path::new("/cuda/bin/compute-sanitizer"),
+            Tool::Initcheck,
+            Path::new("/dev/shm/sanitizer.log"),
+            spec,
+        );
+        assert_eq!(wrapped.python, "/cuda/bin/compute-sanitizer");
+        let tail: Vec<&str> = wrapped
+            .args
+            .iter()
+            .rev()
+            .take(4)
+            .rev()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(tail, ["python3", "-m", "kbench_worker", "candidate"]);
+        assert!(wrapped
+            .args
+            .windows(2)
+            .any(|w| w == ["--tool", "initcheck"]));
+        assert!(wrapped
+            .env
+            .contains(&("PYTORCH_NO_CUDA_MEMORY_CACHING".into(), "1".into())));
+    }
+}
