@@ -128,14 +128,19 @@ impl Report {
     }
 }
 
-/// The lines of the log that are not reports: the banner, the summaries, the tool's notes.
-const NOT_REPORTS: [&str; 6] = [
+/// The lines of the log that are not reports: the banner, the summaries, the tool's notes on
+/// itself and on the process (`Error: process didn't terminate successfully`: the worker is
+/// ended once its trial is done).
+const NOT_REPORTS: [&str; 9] = [
     "COMPUTE-SANITIZER",
     "ERROR SUMMARY",
     "RACECHECK SUMMARY",
     "LEAK SUMMARY",
     "Target application",
     "Warning: Maximum number",
+    "Warning: Error buffer overflow",
+    "Error: process",
+    "Program hit",
 ];
 
 /// The reports in a log (at most what a bounded read gave: a report cut off is kept as far as
@@ -383,7 +388,12 @@ mod tests {
                     ),
                 ],
             ),
-            ("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n", vec![]),
+            (
+                "========= COMPUTE-SANITIZER\n========= Error: process didn't terminate successfully\n\
+                 ========= Warning: Error buffer overflow has been detected. Some records have been dropped\n\
+                 ========= ERROR SUMMARY: 0 errors\n",
+                vec![],
+            ),
         ];
         for (log, expected) in cases {
             let got: Vec<Row> = parse(log)

@@ -25,7 +25,7 @@ use crate::worker::CheckName;
 
 use super::backend::Phase;
 use super::gathered::Gathered;
-use super::load::Workers;
+use super::load::{self, Workers};
 use super::pair::Pair;
 use super::spawn::Spawner;
 use super::stage::{ask, log_path};
@@ -165,7 +165,13 @@ impl<S: Spawner> Alone<'_, S> {
         eval.logs.push(rel);
         let loaded = stage.map_err(Cause::Unready).and_then(|stage| {
             let stage = (&stage, &self.env[..]);
-            workers.load_alone((task, sub), slot, &mut candidate, stage, true)
+            workers.load_alone(
+                (task, sub),
+                slot,
+                &mut candidate,
+                stage,
+                load::Alone::Kernelbench,
+            )
         });
         let found = match loaded {
             Ok(()) => self.kernelbench_trials_alone(&mut candidate),

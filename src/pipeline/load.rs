@@ -29,10 +29,20 @@ use super::gathered::Gathered;
 use super::pair::{Companion, Pair};
 use super::replies::Loaded;
 use super::reuse::{Kept, Reuse};
-use super::sizing::sizing;
+use super::sizing::{self, sizing};
 use super::spawn::{Launcher, Spawner};
 use super::stage::{ask, exchange, stage_submission, Exchange, Stage};
 use super::workspace::{workspace, Workspace};
+
+/// How a candidate worker with no reference beside it loads (`Workers::load_alone`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Alone {
+    /// As KernelBench's eval loads the task and the submission, for its trials
+    /// (`kernelbench.environment`).
+    Kernelbench,
+    /// As kbench's trials do, at the task's small size (the sanitizer's trial).
+    Small,
+}
 
 /// The evaluations' workers: per slot a pool of pairs started ahead of need, the reference
 /// workers kept for their tasks' next candidates (`Reuse`), and the loads. Every worker is
@@ -294,21 +304,27 @@ impl<'a, S: Spawner> Workers<'a, S> {
         }
     }
 
-    /// Load the task and the submission in `candidate` alone, no reference worker taking part:
-    /// as KernelBench's eval loads them (`kernelbench`, for its trials: `kernelbench.environment`)
-    /// or as for kbench's (the sanitizer's trial). The submission's build environment is `env`.
+    /// Load the task and the submission in `candidate` alone, no reference worker taking part,
+    /// as `alone` says. The submission's build environment is `env`.
     pub(super) fn load_alone(
         &self,
         (task, sub): (&Task, &Submission),
         slot: usize,
         candidate: &mut S::Worker,
         (stage, env): (&Stage, &[(String, String)]),
-        kernelbench: bool,
+        alone: Alone,
     ) -> Result<(), Failed> {
         let cfg = self.config;
-        let load = Load {
-            kernelbench,
-            ..self.candidate_load(task, sub, stage, env)?
+        let load = self.candidate_load(task, sub, stage, env)?;
+        let load = match alone {
+            Alone::Kernelbench => Load {
+                kernelbench: true,
+                ..load
+            },
+            Alone::Small => {
+                let (scale, set) = sizing::small(cfg, self.facts.get(&task.id));
+                Load { scale, set, ..load }
+            }
         };
         let loaded = ask(candidate, load, cfg.timeouts.load + cfg.timeouts.compile);
         self.refill(slot);

@@ -1,6 +1,7 @@
 //! `--sanitize`: memory errors the value checks cannot see. Where an evaluation is correct so
 //! far (pass, no_kernel, contract), the candidate's kernels run once more on one trial (trial
-//! 0's inputs) under each of compute-sanitizer's tools in turn (`sanitizer::Tool::ALL`), each in
+//! 0's seeds, at the task's small size: the tools slow a kernel down a hundredfold and more)
+//! under each of compute-sanitizer's tools in turn (`sanitizer::Tool::ALL`), each in
 //! a fresh candidate worker the tool starts, confined as any candidate (the tool runs inside the
 //! sandbox and writes its log to the worker's exchange folder), with PyTorch's caching allocator
 //! off (`PYTORCH_NO_CUDA_MEMORY_CACHING`: each tensor its own allocation, so an access past one
@@ -30,7 +31,7 @@ use crate::worker::{Spawn, Stream};
 
 use super::backend::Phase;
 use super::gathered::Gathered;
-use super::load::Workers;
+use super::load::{Alone, Workers};
 use super::pair::Companion;
 use super::spawn::Spawner;
 use super::stage::{ask, exchange, log_path};
@@ -40,9 +41,9 @@ use super::workspace::lend;
 const LOG: &str = "sanitizer.log";
 /// The most of a log kbench reads.
 const LOG_CAP: u64 = 4 << 20;
-/// How much longer than `--timeout-call` a call may take under a tool (racecheck's slowdown on
-/// shared-memory-heavy kernels reaches a few hundred times).
-const SLOWDOWN: u32 = 20;
+/// How much longer than `--timeout-call` the trial's call may take under a tool (at the small
+/// size, where a hundredfold slowdown still fits).
+const SLOWDOWN: u32 = 5;
 /// How long the worker gets to exit on its own, so the tool writes its log whole.
 const EXIT_GRACE: Duration = Duration::from_secs(30);
 
@@ -141,7 +142,7 @@ impl<S: Spawner> Sanitize<'_, S> {
                 };
                 let stage = stage.map_err(Cause::Unready)?;
                 let env = &self.env[..];
-                workers.load_alone((task, sub), slot, &mut worker, (&stage, env), false)?;
+                workers.load_alone((task, sub), slot, &mut worker, (&stage, env), Alone::Small)?;
                 self.trial(&mut worker, &seen)
             });
         let gone = S::finish_within(worker, EXIT_GRACE);
@@ -155,8 +156,8 @@ impl<S: Spawner> Sanitize<'_, S> {
         }
     }
 
-    /// Trial 0's inputs through the candidate once, its outputs kept in its worker (nothing
-    /// compares them: the tool watches the call).
+    /// Trial 0's seeds through the candidate once, at the task's small size, its outputs kept in
+    /// its worker (transport `none`: nothing compares them, the tool watches the call).
     fn trial(&self, worker: &mut S::Worker, seen: &Path) -> Result<(), Cause> {
         let cfg = self.workers.config;
         let seed = |forward| Stream::Trial { index: 0, forward }.seed(cfg.seed);
@@ -166,7 +167,7 @@ impl<S: Spawner> Sanitize<'_, S> {
             variant: None,
             deep: false,
             out: seen.join("sanitized-trial.pt"),
-            transport: "ipc".into(),
+            transport: "none".into(),
         };
         ask(worker, trial, cfg.timeouts.call * SLOWDOWN).map(drop)
     }

@@ -242,8 +242,8 @@ pub enum Variant {
     },
 }
 
-/// One correctness trial in the candidate: `out` is where its outputs go when `transport` is
-/// "file".
+/// One correctness trial in the candidate: its outputs go by `transport`: "ipc" (CUDA IPC views),
+/// "file" (to `out`), or "none" (kept in the worker: nothing compares them, the sanitizer's trial).
 #[derive(Clone, Debug, Serialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Trial {

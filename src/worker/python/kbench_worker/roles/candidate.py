@@ -87,6 +87,8 @@ class Candidate:
         """Outputs and the post-call inputs, for the reference worker: CUDA IPC views kept alive
         until it has read them, or a tensors-only file."""
         tensors = tuple(x for x in inputs if isinstance(x, torch.Tensor))
+        if req.transport == "none":
+            return {}  # nothing compares them (the sanitizer's trial: the tool watches the call)
         if req.transport == "ipc":
             try:
                 # Copies in memory of this worker's own: a CUDA graph's private pool (torch.compile's
