@@ -13,8 +13,9 @@ second instance killed (SIGKILL: no drain) KILL_AT seconds after the start. Each
 DIR/ARM/endpoints/iN --gpus G --jobs J`, a node of its own in all but the host (J build jobs each:
 give each instance the same share of the host's CPUs in every arm). CLIENTS clients send through
 one `Client.from_announced`, each request with its id; sending stops after LIMIT_S and the
-requests in flight are waited for. The rate counts answered requests from the instances' start
-(set-up included) to the last reply. Then the instances are shut down and `kbench merge` joins
+requests in flight are waited for. The rate counts answered requests from the instances'
+readiness to the last reply (the set-up, `ready_s`, apart: a later arm reads the task facts an
+earlier one computed). Then the instances are shut down and `kbench merge` joins
 their records: each request id must appear once. Writes DIR/ARM.json; `--summary` prints the
 table of every arm DIR holds.
 """
@@ -84,9 +85,10 @@ def wait_announced(arm_dir: Path, count: int, instances: list, within: float = 6
     sys.exit(f"the instances did not announce themselves within {within:.0f} s")
 
 
-def stream(args, client: Client, items: list, started: float) -> dict:
-    """Send the stream through `client`, CLIENTS at a time, until LIMIT_S: each reply's verdict,
-    instance, time and whether it was replayed, by request id."""
+def stream(args, client: Client, items: list, started: float, ready: float) -> dict:
+    """Send the stream through `client`, CLIENTS at a time, until LIMIT_S after the instances
+    were ready (`ready`, a time like `started`): each reply's verdict, instance, time (from
+    `started`) and whether it was replayed, by request id."""
     todo: queue.Queue = queue.Queue()
     for n in range(len(items)):
         todo.put(n)
@@ -94,7 +96,7 @@ def stream(args, client: Client, items: list, started: float) -> dict:
     lock = threading.Lock()
 
     def send():
-        while not (args.limit_s and time.monotonic() - started > args.limit_s):
+        while not (args.limit_s and time.monotonic() - ready > args.limit_s):
             try:
                 n = todo.get_nowait()
             except queue.Empty:
@@ -145,9 +147,12 @@ def run_arm(args, items: list, extra: list[str]) -> dict:
                 return
 
     threading.Thread(target=kill_when_due, daemon=True).start()
-    replies = stream(args, client, items, started)
+    replies = stream(args, client, items, started, started + ready)
     done.set()
     last = max((r["replied_s"] for r in replies.values()), default=0.0)
+    # The rate counts from the instances' readiness: their set-up (task facts, read from the
+    # cache by a later arm) is the same whatever the number of instances.
+    serving = last - ready
     client.shutdown()
     for p in instances:
         try:
@@ -169,10 +174,10 @@ def run_arm(args, items: list, extra: list[str]) -> dict:
         "jobs_per_instance": args.jobs,
         "ready_s": ready,
         "first_reply_s": min((r["replied_s"] for r in replies.values()), default=None),
-        "seconds": last,
+        "seconds": serving,
         "answered": len(answered),
         "sent": len(replies),
-        "candidates_per_hour": len(answered) * 3600 / last if last else None,
+        "candidates_per_hour": len(answered) * 3600 / serving if serving > 0 else None,
         "killed_at_s": killed.get("at_s"),
         "answered_twice": sum(bool(r.get("answered_twice")) for r in replies.values()),
         "lost": [rid for rid in answered if in_record[rid] == 0],
