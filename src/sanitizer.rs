@@ -156,7 +156,8 @@ pub fn parse(log: &str) -> Vec<Report> {
             continue;
         }
         if !body.starts_with(' ') {
-            if NOT_REPORTS.iter().any(|n| body.starts_with(n)) {
+            let note = NOT_REPORTS.iter().any(|n| body.starts_with(n));
+            if note || body.contains("errors were skipped") {
                 continue;
             }
             reports.push(header(body));
@@ -391,6 +392,7 @@ mod tests {
             (
                 "========= COMPUTE-SANITIZER\n========= Error: process didn't terminate successfully\n\
                  ========= Warning: Error buffer overflow has been detected. Some records have been dropped\n\
+                 ========= 3840 errors were skipped (error buffer overflow)\n\
                  ========= ERROR SUMMARY: 0 errors\n",
                 vec![],
             ),

@@ -229,12 +229,6 @@ fn judged(tool: Tool, ran: Ran, own: &[String], seconds: f64) -> (Check, Option<
         own,
     );
     let mut notes = Vec::new();
-    if own.is_empty() {
-        notes.push(
-            "no kernel of the submission's own was profiled: every report is a library's"
-                .to_string(),
-        );
-    }
     if let Some(first) = library.first() {
         notes.push(format!(
             "{} report(s) in library kernels, not the submission's (first: {})",
@@ -264,6 +258,11 @@ fn judged(tool: Tool, ran: Ran, own: &[String], seconds: f64) -> (Check, Option<
         (None, Some(cause)) => (
             Outcome::Skip,
             format!("did not finish under {}: {}", tool.name(), cause.reason()),
+            None,
+        ),
+        (None, None) if own.is_empty() => (
+            Outcome::Skip,
+            "no kernel of the submission's own was profiled: nothing of its own to check".into(),
             None,
         ),
         (None, None) if !warnings.is_empty() => (
@@ -321,8 +320,8 @@ mod tests {
             (ran(OOB, None), &own, Outcome::Fail, true),
             // An error in its kernel decides even where the tool's run then failed.
             (ran(OOB, raised()), &own, Outcome::Fail, true),
-            // The same report in a kernel not its own is a library's.
-            (ran(OOB, None), &[], Outcome::Pass, false),
+            // The same report where no kernel of its own ran is a library's: nothing to check.
+            (ran(OOB, None), &[], Outcome::Skip, false),
             (
                 ran("========= ERROR SUMMARY: 0 errors\n", None),
                 &own,
