@@ -1,9 +1,10 @@
 //! `kbench serve`: set up once what `eval` sets up per run (tasks, probe, `Config`, GPUs, task
 //! facts, confinement, backend), listen, and answer evaluation requests until a signal or
-//! `POST /v1/shutdown`; then give the requests admitted a grace period, record those left as not
-//! finished, write each run's summary and end every worker (`shut_down`). A second signal ends
-//! it at once (`signals`). The first line on stdout is the service's URL (the port chosen, with
-//! port 0).
+//! `POST /v1/shutdown`; then drain: refuse new requests (503), give those admitted a grace
+//! period, record those left as not finished, write each run's summary and end every worker
+//! (`shut_down`). A second signal ends it at once (`signals`). The first line on stdout is the
+//! service's URL (the port chosen, with port 0); `--announce` writes it (with the host clients
+//! reach) to a file until the drain, for clients of several instances (`--instance`).
 
 use std::io::Write;
 use std::net::SocketAddr;

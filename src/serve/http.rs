@@ -1,9 +1,12 @@
 //! The service over HTTP (tiny_http: one thread per request, each waiting for its evaluation):
 //! `POST /v1/evaluate`, `GET /v1/health`, `GET /v1/tasks`, `POST /v1/shutdown`, JSON in and
 //! out, every route behind the bearer token when the service has one. Errors are JSON
-//! `{"error": ...}` with a 4xx or 5xx status; a verdict, whatever it is, is a 200. The
-//! requests being answered are counted (`Answering`), so a stopping service waits for their
-//! replies, but not for a client that never finishes sending or reading.
+//! `{"error": ...}` with a 4xx or 5xx status; a verdict, whatever it is, is a 200. The health
+//! says `ready`, or 503 once the service drains, and without the token it says only that (a
+//! probe's view). Requests are answered until the service ends, while it drains too (a 503, not
+//! a connection left hanging). The requests being answered are counted (`Answering`), so a
+//! stopping service waits for their replies, but not for a client that never finishes sending
+//! or reading.
 
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};

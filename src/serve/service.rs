@@ -8,6 +8,10 @@
 //! own (`Variant`: its `Config`, backend, workers and record, in `variants/<settings>/`), so that
 //! each record holds evaluations of one configuration only; at most `MAX_VARIANTS` of them.
 //!
+//! A request with an id is judged once (`answers`): its retry, here or at a sibling instance of
+//! the run (`--instance`), gets the result it had. Each recorded result says where it was judged
+//! (`record::Served`: the id, the instance, the node and the slot's GPU).
+//!
 //! Nothing waits for ever: each stage of a request has its deadline (`deadlines`, from the run's
 //! timeouts), and a service asked to stop waits `GRACE` for the requests admitted, then records
 //! those left as not finished (`close`) before it writes each run's summary (`stop`).
