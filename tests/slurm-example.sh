@@ -156,7 +156,7 @@ serve_example() {
   victim=$(ls "$sroot/endpoints" | sort | tail -n 1)
   PYTHONPATH=$root/clients/python/src "$KBENCH_PYTHON" - "$sroot" "$fixtures" "$victim" \
     > "$work/serve.stream.json" 2> "$work/serve.client.log" <<'PY' || fail "the stream: $(tail -n 20 "$work/serve.client.log")"
-import json, subprocess, sys, threading
+import json, os, signal, sys, threading
 from concurrent.futures import ThreadPoolExecutor
 from kbench_client import Client
 
@@ -166,13 +166,26 @@ client = Client.from_announced(f"{sroot}/endpoints", token=token, retry_for=900)
 names = ["honest_torch.py", "wrong_output.py", "cheat_exit_early.py", "host_infinite_loop.py"] * 3
 done, lock, killed = [], threading.Lock(), threading.Event()
 
+def kill_instance(name):
+    """SIGKILL the kbench serve of instance `name` (found by its command line, as pkill -f would)."""
+    found = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if b"serve" in argv and b"--instance" in argv and name.encode() in argv:
+            os.kill(int(pid), signal.SIGKILL)
+            found += 1
+    assert found == 1, f"{found} processes of instance {name}"
+
 def one(n):
     result = client.evaluate("1/19", open(f"{fixtures}/{names[n]}").read(), id=f"ci-{n}")
     with lock:
         done.append(n)
         if len(done) == 3 and not killed.is_set():
             # Mid-stream: one instance killed outright (no drain), requests in flight on it.
-            subprocess.run(["pkill", "-KILL", "-f", "--", f"--instance {victim} --out"], check=True)
+            kill_instance(victim)
             killed.set()
     return result
 
