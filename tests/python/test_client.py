@@ -5,6 +5,7 @@ lost mid-request, and each request judged once."""
 import json
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -143,12 +144,19 @@ def test_a_dead_instance_s_requests_go_to_the_others(fakes):
     assert [r.endpoint for r in results] == [alive.url] * 4
 
 
-def test_no_instance_at_all_fails_with_status_0_after_retry_for(fakes):
+def test_no_instance_left_fails_at_once_with_the_last_refusal(fakes):
     gone = fakes()
     gone.stop()
     with pytest.raises(ServiceError) as e:
-        Client(gone.url, retry_for=1).evaluate("1/19", "src")
+        Client(gone.url, retry_for=600).evaluate("1/19", "src")
     assert e.value.status == 0
+    # A service that drains, given alone: its 503 at once, not after retry_for.
+    draining = fakes()
+    draining.draining = True
+    started = time.monotonic()
+    with pytest.raises(ServiceError) as e:
+        Client(draining.url, retry_for=600).evaluate("1/19", "src")
+    assert e.value.status == 503 and time.monotonic() - started < 60
 
 
 def test_a_503_is_sent_again_and_a_wrong_request_is_not(fakes):

@@ -196,7 +196,9 @@ class Client:
         while True:
             endpoint = self._reserve(same) if same is not None and same.state == "ready" else self._pick()
             same = None
-            if endpoint is not None:
+            if endpoint is None:
+                last = self._none_ready()
+            else:
                 outcome = self._send(endpoint, body)
                 if isinstance(outcome, Result):
                     return outcome
@@ -205,7 +207,7 @@ class Client:
                     # Still up after the connection was lost: it may be judging the request,
                     # so it is asked again (it waits for, or replays, its judgement), not another.
                     same = endpoint
-            if time.monotonic() + wait > deadline:
+            if time.monotonic() + wait > deadline or self._none_left():
                 if isinstance(last, ServiceError):
                     raise last
                 raise ServiceError(0, f"no instance judged the request within {self.retry_for:.0f} s: {last}")
@@ -223,7 +225,8 @@ class Client:
             if e.status == 429:
                 self._mark(endpoint, "full")
             elif e.status == 503:
-                self._mark(endpoint, "draining")
+                # Draining, or this request was left unfinished: the health says which.
+                self._ready(endpoint)
             else:
                 raise
             return e, False
@@ -233,6 +236,21 @@ class Client:
         finally:
             with self._lock:
                 endpoint.in_flight -= 1
+
+    def _none_ready(self) -> ServiceError:
+        """Why no instance takes the request: 503 while one drains, else 0 (none answers)."""
+        with self._lock:
+            states = [(e.url, e.state) for e in self._endpoints]
+        status = 503 if any(state == "draining" for _, state in states) else 0
+        said = "; ".join(f"{url}: {state}" for url, state in states) or "no instance known"
+        return ServiceError(status, f"no instance takes requests ({said})")
+
+    def _none_left(self) -> bool:
+        """Whether no instance can take a request, nor will: every one given drains or is gone,
+        and none can be announced (with announcements, a new instance may come)."""
+        with self._lock:
+            gone = all(e.state in ("draining", "down") for e in self._endpoints)
+        return gone and self._discover is None
 
     def _mark(self, endpoint: _Endpoint, state: str) -> None:
         with self._lock:
