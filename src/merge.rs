@@ -169,15 +169,7 @@ pub fn merge(
     if !unfinished.is_empty() {
         return Err(Refusal::Unfinished(unfinished.join("; ")));
     }
-    let mut merged = first.clone();
-    merged.shard = None;
-    merged.run_id = run_id;
-    merged.command = command;
-    merged.started_at = records
-        .iter()
-        .map(|(_, r)| r.started_at.clone())
-        .min()
-        .unwrap_or_default();
+    let mut merged = joined(&records, run_id, command);
     merged.evaluations = records
         .iter()
         .flat_map(|(_, r)| r.evaluations.iter().cloned())
@@ -232,15 +224,7 @@ fn instances(
         };
         return Err(Refusal::Mismatch(why));
     }
-    let mut merged = first.clone();
-    merged.instance = None;
-    merged.run_id = run_id;
-    merged.command = command;
-    merged.started_at = records
-        .iter()
-        .map(|(_, r)| r.started_at.clone())
-        .min()
-        .unwrap_or_default();
+    let mut merged = joined(&records, run_id, command);
     let mut kept: Vec<Evaluation> = Vec::new();
     let mut by_request = std::collections::HashMap::new();
     for eval in records.iter().flat_map(|(_, r)| r.evaluations.iter()) {
@@ -260,6 +244,23 @@ fn instances(
     kept.sort_by(|a, b| (a.task, &a.file).cmp(&(b.task, &b.file)));
     merged.evaluations = kept;
     Ok(merged)
+}
+
+/// The merged record's head: the first record's settings and environment, neither shard nor
+/// instance, the merge's own run id and command, and the earliest start; its evaluations are
+/// the caller's to join.
+fn joined(records: &[(String, RunRecord)], run_id: String, command: Vec<String>) -> RunRecord {
+    let mut merged = records[0].1.clone();
+    merged.shard = None;
+    merged.instance = None;
+    merged.run_id = run_id;
+    merged.command = command;
+    merged.started_at = records
+        .iter()
+        .map(|(_, r)| r.started_at.clone())
+        .min()
+        .unwrap_or_default();
+    merged
 }
 
 fn request_id(eval: &Evaluation) -> Option<&str> {

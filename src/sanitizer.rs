@@ -301,12 +301,12 @@ pub fn judge(reports: Vec<Report>, own: &[String]) -> Judged {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// Logs in the tool's format (the reports' shapes as compute-sanitizer prints them; the
     /// kernels are the planted fixtures' of tests/fixtures/gpu/level1/19_ReLU).
-    const MEMCHECK: &str = "\
+    pub(crate) const MEMCHECK: &str = "\
 ========= COMPUTE-SANITIZER
 ========= Invalid __global__ write of size 4 bytes
 =========     at relu_scratch_off_by_one(const float *, float *, float *, long, int)+0x1f0

@@ -294,15 +294,7 @@ fn judged(tool: Tool, ran: Ran, own: &[String], seconds: f64) -> (Check, Option<
 mod tests {
     use super::*;
 
-    const OOB: &str = "\
-========= COMPUTE-SANITIZER
-========= Invalid __global__ write of size 4 bytes
-=========     at relu_scratch_off_by_one(const float *, float *, float *, long, int)+0x1f0
-=========     by thread (232,0,0) in block (3,0,0)
-=========     Address 0x7f2c4e000fa0 is out of bounds
-=========     and is 0 bytes after the nearest allocation at 0x7f2c4e000000 of size 4000 bytes
-========= ERROR SUMMARY: 1 error
-";
+    use crate::sanitizer::tests::MEMCHECK as OOB;
 
     fn ran(log: &str, ended: Option<Cause>) -> Ran {
         Ran {
