@@ -260,6 +260,15 @@ fn judged(tool: Tool, ran: Ran, own: &[String], seconds: f64) -> (Check, Option<
             format!("did not finish under {}: {}", tool.name(), cause.reason()),
             None,
         ),
+        // A log the candidate could have replaced (a link, a FIFO, gone): no report is no pass.
+        (None, None) if ran.log.is_err() => (
+            Outcome::Skip,
+            format!(
+                "{}'s log could not be read: nothing it found can be told",
+                tool.name()
+            ),
+            None,
+        ),
         (None, None) if own.is_empty() => (
             Outcome::Skip,
             "no kernel of the submission's own was profiled: nothing of its own to check".into(),
@@ -308,7 +317,11 @@ mod tests {
         let own = ["relu_scratch_off_by_one(float const*, float*, float*, long, int)".to_string()];
         let raised = || Some(Cause::Unready("the trial raised".into()));
         // (the run, its own kernels, the check's outcome, whether it makes the evaluation incorrect)
-        let cases: [(Ran, &[String], Outcome, bool); 5] = [
+        let unreadable = Ran {
+            log: Err(std::io::Error::other("a symbolic link, not followed")),
+            ended: None,
+        };
+        let cases: [(Ran, &[String], Outcome, bool); 6] = [
             (ran(OOB, None), &own, Outcome::Fail, true),
             // An error in its kernel decides even where the tool's run then failed.
             (ran(OOB, raised()), &own, Outcome::Fail, true),
@@ -321,6 +334,9 @@ mod tests {
                 false,
             ),
             (ran("", raised()), &own, Outcome::Skip, false),
+            // The candidate shares the log's folder: a log it replaced with a link or removed
+            // reads as nothing found, never as a pass.
+            (unreadable, &own, Outcome::Skip, false),
         ];
         for (n, (ran, own, outcome, wrong)) in cases.into_iter().enumerate() {
             let (check, error) = judged(Tool::Memcheck, ran, own, 1.0);
