@@ -243,6 +243,12 @@ pub struct ListArgs {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ProfilerArg {
+    /// NVIDIA Nsight Compute
+    Ncu,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum DeviceArg {
     Auto,
     Cuda,
@@ -391,6 +397,14 @@ pub struct EvalArgs {
     /// $CUDA_HOME/bin); minutes per evaluation
     #[arg(long)]
     pub sanitize: bool,
+    /// Profile each passing or timed candidate's kernels, and the reference's beside them, in
+    /// one call outside the timed rounds under a kernel profiler: `ncu`, NVIDIA Nsight Compute,
+    /// read only (`--clock-control none`): each kernel's duration, achieved occupancy, SM and
+    /// DRAM throughput as a share of peak, and arithmetic intensity, in results.json,
+    /// results.csv and the report's roofline (docs/checks.md, `profile.ncu`). Needs ncu (on
+    /// PATH, or in $CUDA_HOME/bin) and a GPU; no timing or verdict changes
+    #[arg(long, value_enum)]
+    pub profile: Option<ProfilerArg>,
     /// Seed of inputs, parameter perturbation and timing, to repeat a run exactly [default: a
     /// secret seed per run, never recorded, so no submission can predict its inputs]. Weights
     /// follow KernelBench: seed 42 before each constructor

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::cli::{
     BaselineArg, DeviceArg, EvalArgs, LibraryPolicyArg, ModeArg, PrecisionArg, ProcessCheckArg,
-    SandboxArg,
+    ProfilerArg, SandboxArg,
 };
 use crate::error::{Error, Result};
 use crate::probe::Probe;
@@ -118,6 +118,9 @@ pub struct Config {
     /// `--sanitize`: compute-sanitizer's path, which runs each correct candidate's kernels once
     /// more (`pipeline/sanitize.rs`).
     pub sanitizer: Option<PathBuf>,
+    /// `--profile ncu`: Nsight Compute's path, which profiles each passing or timed
+    /// candidate's kernels and the reference's once (`pipeline/ncu_profile.rs`).
+    pub profiler: Option<PathBuf>,
     /// Timing stops at this 95 % CI half-width of the speedup, or at the sample or time budget.
     pub ci_target: f64,
     pub max_samples: u32,
@@ -462,6 +465,27 @@ fn sanitizer(args: &EvalArgs) -> Result<Option<PathBuf>> {
     })
 }
 
+/// `--profile ncu`'s tool: refused where it cannot be found or there is no GPU to profile, since
+/// a run asked for the metrics that gave none would look like a run of kernels that had none.
+fn profiler(args: &EvalArgs, device: Device) -> Result<Option<PathBuf>> {
+    let Some(ProfilerArg::Ncu) = args.profile else {
+        return Ok(None);
+    };
+    if device == Device::Cpu {
+        return Err(Error::Usage(
+            "--profile ncu profiles GPU kernels: it needs --device cuda".into(),
+        ));
+    }
+    let found = crate::nsight::find().map(|p| p.canonicalize().unwrap_or(p));
+    found.map(Some).ok_or_else(|| {
+        Error::Usage(
+            "--profile ncu: ncu (Nsight Compute) is not on PATH, in $CUDA_HOME/bin or in \
+             /usr/local/cuda/bin (it comes with the CUDA toolkit; `kbench doctor` looks too)"
+                .into(),
+        )
+    })
+}
+
 fn absolute(p: &Path) -> Result<PathBuf> {
     std::path::absolute(p).map_err(|e| Error::read(p, e))
 }
@@ -493,6 +517,7 @@ impl Config {
         let out = out_dir(args, &run_id)?;
         let seed = seed(args)?;
         let sanitizer = sanitizer(args)?;
+        let profiler = profiler(args, device)?;
         let gpu_use = if args.dedicated {
             GpuUse::Dedicated
         } else {
@@ -516,6 +541,7 @@ impl Config {
             kernelbench_tolerance: args.kernelbench_tolerance.unwrap_or(tolerance),
             kernelbench_eval: args.kernelbench_eval,
             sanitizer,
+            profiler,
             ci_target: args.ci_target,
             max_samples: args.max_samples,
             budget: Duration::from_secs_f64(args.budget),
@@ -610,6 +636,7 @@ impl Config {
             kernelbench_tolerance: Some(self.kernelbench_tolerance),
             kernelbench_eval: self.kernelbench_eval,
             sanitize: self.sanitizer.is_some(),
+            profile: self.profiler.as_ref().map(|_| "ncu".to_string()),
             compat: self.compat,
             contract: self.contract,
         }

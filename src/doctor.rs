@@ -100,6 +100,14 @@ pub fn checks(python: &str, probe: Result<&Probe, &Error>, device: Device) -> Ve
         found: sanitizer.map_or("not found".into(), |p| p.display().to_string()),
         fix: "only for eval --sanitize: it comes with the CUDA toolkit (CUDA_HOME/bin); put it on PATH",
     });
+    let ncu = crate::nsight::find();
+    out.push(Check {
+        name: "ncu",
+        ok: ncu.is_some(),
+        needed: false,
+        found: ncu.map_or("not found".into(), |p| p.display().to_string()),
+        fix: "only for eval --profile ncu: Nsight Compute comes with the CUDA toolkit (CUDA_HOME/bin); put it on PATH",
+    });
     let nvml = nvml_driver();
     out.push(Check {
         name: "NVML",

@@ -173,6 +173,10 @@ pub struct RecordedConfig {
     /// `--sanitize`: each correct candidate's kernels also ran under compute-sanitizer.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sanitize: bool,
+    /// `--profile`: the kernel profiler each passing or timed candidate's kernels, and the
+    /// reference's, ran under once (`ncu`; `Evaluation::ncu`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
     /// `--compat`: known toolchain drift was rewritten in the staged submissions
     /// (`Build::compat`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -673,6 +677,9 @@ pub struct Evaluation {
     /// `profile.reference_ops` compares.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<crate::reference_ops::Profiles>,
+    /// `--profile ncu`: both arms' kernels as Nsight Compute measured them in one call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ncu: Option<crate::nsight::NcuProfile>,
     /// Worker logs kept for this evaluation, relative to the output folder.
     pub logs: Vec<String>,
     pub phases: Phases,

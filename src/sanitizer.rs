@@ -80,16 +80,7 @@ const PRINT_LIMIT: &str = "20";
 
 /// compute-sanitizer's path: on PATH, else in `$CUDA_HOME/bin` or `/usr/local/cuda/bin`.
 pub fn find() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let cuda_home = ["CUDA_HOME", "CUDA_PATH"]
-        .iter()
-        .filter_map(std::env::var_os)
-        .map(|home| PathBuf::from(home).join("bin"));
-    std::env::split_paths(&path)
-        .chain(cuda_home)
-        .chain([PathBuf::from("/usr/local/cuda/bin")])
-        .map(|dir| dir.join("compute-sanitizer"))
-        .find(|tool| tool.is_file())
+    crate::cuda_tools::find("compute-sanitizer")
 }
 
 /// How sure the tool is: racecheck's warnings are hazards the programming model allows

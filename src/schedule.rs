@@ -313,6 +313,7 @@ mod tests {
                 task_flags: Vec::new(),
                 timing: None,
                 profile: None,
+                ncu: None,
                 logs: Vec::new(),
                 phases: Default::default(),
                 seconds: 0.0,

@@ -30,6 +30,8 @@ pub enum Phase {
     Kernelbench,
     /// The candidate's kernels under compute-sanitizer, in fresh workers (`--sanitize`).
     Sanitizer,
+    /// Both arms' kernels under Nsight Compute, in fresh workers (`--profile ncu`).
+    KernelProfiler,
 }
 
 impl Phase {
@@ -44,6 +46,7 @@ impl Phase {
             Phase::Ending => "ending its workers",
             Phase::Kernelbench => "KernelBench's eval",
             Phase::Sanitizer => "compute-sanitizer",
+            Phase::KernelProfiler => "Nsight Compute",
         }
     }
 }

@@ -37,6 +37,7 @@ pub(super) fn evaluation(
         checks,
         timing,
         profile,
+        ncu,
         phases,
         slot_compiled,
     } = gathered;
@@ -64,6 +65,7 @@ pub(super) fn evaluation(
         task_flags: Vec::new(),
         timing,
         profile,
+        ncu,
         logs,
         phases,
         seconds,

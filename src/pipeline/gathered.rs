@@ -16,6 +16,8 @@ pub(super) struct Gathered {
     pub checks: Vec<Check>,
     pub timing: Option<Timing>,
     pub profile: Option<Profiles>,
+    /// Both arms' kernels under Nsight Compute (`--profile ncu`).
+    pub ncu: Option<crate::nsight::NcuProfile>,
     pub phases: Phases,
     /// What the candidate compiled itself, as it last said (`Build::slot_compiled`).
     pub slot_compiled: Option<Vec<String>>,

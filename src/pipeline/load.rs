@@ -8,7 +8,7 @@
 //! the task as the run asks (`sizing`). Runs no trial.
 
 use std::collections::{HashMap, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -42,6 +42,8 @@ pub(super) enum Alone {
     Kernelbench,
     /// As kbench's trials do, at the task's small size (the sanitizer's trial).
     Small,
+    /// As kbench's trials do, at the size the run gives them (the kernel profiler's call).
+    Sized,
 }
 
 /// The evaluations' workers: per slot a pool of pairs started ahead of need, the reference
@@ -189,6 +191,28 @@ impl<'a, S: Spawner> Workers<'a, S> {
         })
     }
 
+    /// A reference worker's command line for `slot`, logging to `log`, for a tool to run it
+    /// (the kernel profiler); started by the caller, unconfined as every reference worker's own
+    /// process is when no candidate shares its /dev/shm.
+    pub(super) fn reference_spec(&self, slot: usize, log: &Path) -> Spawn {
+        self.launcher.spec("reference", log, self.device_env(slot))
+    }
+
+    /// Load the task, as the run sizes it, in `reference` alone (no memo: nothing it computes is
+    /// kept for another candidate).
+    pub(super) fn load_reference(
+        &self,
+        task: &Task,
+        reference: &mut S::Worker,
+    ) -> Result<(), Failed> {
+        let loaded = ask(
+            reference,
+            self.load_request(task),
+            self.config.timeouts.load,
+        );
+        loaded.map(drop)
+    }
+
     /// The slot's oldest waiting pair, or a new one; the next waiting pair gets its candidate
     /// workers (`arm_next`).
     pub(super) fn take_pair(&self, slot: usize) -> Result<Pair<S::Worker>, String> {
@@ -325,6 +349,7 @@ impl<'a, S: Spawner> Workers<'a, S> {
                 let (scale, set) = sizing::small(cfg, self.facts.get(&task.id));
                 Load { scale, set, ..load }
             }
+            Alone::Sized => load,
         };
         let loaded = ask(candidate, load, cfg.timeouts.load + cfg.timeouts.compile);
         self.refill(slot);

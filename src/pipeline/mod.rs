@@ -3,8 +3,9 @@
 //! a file per stage below it. Layered, each file using only those below it:
 //!
 //! - `python`: the `Python` backend, the sequence of one evaluation;
-//! - `kernelbench`, `sanitize`: KernelBench's trials alone, and the candidate's kernels under
-//!   compute-sanitizer (`--sanitize`), each in fresh candidate workers;
+//! - `kernelbench`, `sanitize`, `ncu_profile`: KernelBench's trials alone, the candidate's
+//!   kernels under compute-sanitizer (`--sanitize`), each in fresh candidate workers, and both
+//!   arms' kernels under Nsight Compute (`--profile ncu`) in fresh workers;
 //! - `load`: the `Workers` (the pool, reuse's workers, the loads), over `reuse` (what is kept
 //!   for a task's next candidate) and `pair` (the workers an evaluation takes);
 //! - `build`: the `Builder` (the compile pool's builds, the cache, where workers see a build);
@@ -23,6 +24,7 @@ mod evidence;
 mod gathered;
 mod kernelbench;
 mod load;
+mod ncu_profile;
 mod pair;
 mod python;
 mod replies;

@@ -41,6 +41,7 @@ use super::evidence::{Evidence, Judged};
 use super::gathered::Gathered;
 use super::kernelbench::Alone;
 use super::load::{self, Workers};
+use super::ncu_profile::NcuRuns;
 use super::pair::Pair;
 use super::sanitize::Sanitize;
 use super::spawn::{Launcher, Processes, Spawner};
@@ -212,6 +213,15 @@ impl<S: Spawner> Backend for Python<'_, S> {
         };
         self.alone_for_kernelbench(task, submission, slot)
             .kernelbench_environment(task, submission, slot, &mut eval, enter);
+        if let Some(tool) = &self.config.profiler {
+            self.kernel_profiler(task, submission, slot, tool).profile(
+                (task, submission),
+                slot,
+                &mut eval,
+                &cause,
+                enter,
+            );
+        }
         let mut eval = decide::evaluation(
             (task, submission),
             Some(build.clone()),
@@ -299,6 +309,31 @@ impl<S: Spawner> Python<'_, S> {
             env,
         } = self.alone_for_kernelbench(task, sub, slot);
         Sanitize {
+            workers,
+            gate,
+            alone,
+            home,
+            env,
+            tool,
+        }
+    }
+
+    /// What the kernel profiler's runs take (`--profile ncu`): as the sanitizer's.
+    fn kernel_profiler<'t>(
+        &'t self,
+        task: &Task,
+        sub: &Submission,
+        slot: usize,
+        tool: &'t std::path::Path,
+    ) -> NcuRuns<'t, S> {
+        let Alone {
+            workers,
+            gate,
+            alone,
+            home,
+            env,
+        } = self.alone_for_kernelbench(task, sub, slot);
+        NcuRuns {
             workers,
             gate,
             alone,

@@ -91,6 +91,7 @@ fn evaluation(
             t
         }),
         profile: None,
+        ncu: None,
         logs: vec![],
         phases: super::Phases {
             worker_startup_s: Some(3.0),
@@ -176,6 +177,7 @@ pub fn sample_record() -> RunRecord {
             kernelbench_tolerance: Some(1e-4),
             kernelbench_eval: false,
             sanitize: false,
+            profile: None,
         },
         evaluations: vec![
             flagged(

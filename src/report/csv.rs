@@ -65,10 +65,20 @@ struct Row<'a> {
     served_instance: Option<&'a str>,
     served_node: Option<&'a str>,
     served_gpu: Option<u32>,
+    /// `--profile ncu`: the candidate's profiled call (every kernel it launched; `nsight::summarize`)
+    /// and the reference's duration.
+    ncu_launches: Option<usize>,
+    ncu_own_launches: Option<usize>,
+    ncu_ms: Option<f64>,
+    ncu_occupancy_pct: Option<f64>,
+    ncu_sm_pct: Option<f64>,
+    ncu_dram_pct: Option<f64>,
+    ncu_flop_per_byte: Option<f64>,
+    ncu_ref_ms: Option<f64>,
 }
 
 /// `Row`'s fields in order: the header of a run with no rows (serde writes it with a first row).
-const COLUMNS: [&str; 48] = [
+const COLUMNS: [&str; 56] = [
     "level",
     "problem_id",
     "task",
@@ -117,6 +127,14 @@ const COLUMNS: [&str; 48] = [
     "served_instance",
     "served_node",
     "served_gpu",
+    "ncu_launches",
+    "ncu_own_launches",
+    "ncu_ms",
+    "ncu_occupancy_pct",
+    "ncu_sm_pct",
+    "ncu_dram_pct",
+    "ncu_flop_per_byte",
+    "ncu_ref_ms",
 ];
 
 pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
@@ -132,6 +150,9 @@ pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
         let compile = timing.and_then(|t| t.compile.as_ref());
         let published = record.published.as_ref().and_then(|p| p.row(e));
         let compared = published.map(|p| crate::published::compare(e, p));
+        let ncu = e.ncu.as_ref();
+        let mine = ncu.map(|n| crate::nsight::summarize(&n.candidate));
+        let theirs = ncu.map(|n| crate::nsight::summarize(&n.reference));
         w.serialize(Row {
             level: e.task.level,
             problem_id: e.task.number,
@@ -185,6 +206,14 @@ pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
             served_instance: e.served.as_ref().map(|s| s.instance.as_str()),
             served_node: e.served.as_ref().map(|s| s.node.as_str()),
             served_gpu: e.served.as_ref().and_then(|s| s.gpu),
+            ncu_launches: mine.map(|m| m.launches),
+            ncu_own_launches: mine.map(|m| m.own),
+            ncu_ms: mine.and_then(|m| m.ms),
+            ncu_occupancy_pct: mine.and_then(|m| m.occupancy_pct),
+            ncu_sm_pct: mine.and_then(|m| m.sm_pct),
+            ncu_dram_pct: mine.and_then(|m| m.dram_pct),
+            ncu_flop_per_byte: mine.and_then(|m| m.flop_per_byte),
+            ncu_ref_ms: theirs.and_then(|t| t.ms),
         })
         .map_err(fail)?;
     }

@@ -1,5 +1,6 @@
 //! report.html: one self-contained page for one or more runs: the environment and command, the
-//! suite summary, five plots (inline SVG drawn by plotters), and a sortable table of every
+//! suite summary, five plots (inline SVG drawn by plotters; a sixth, the roofline, where the run
+//! ran `--profile ncu`), and a sortable table of every
 //! evaluation with links to its logs. No network at view time. Every string that comes from a
 //! record (file names, reasons, versions) is escaped; the plots hold numbers and fixed words only.
 //! The page is well-formed XML (XHTML syntax), so tests can parse it strictly.
@@ -12,6 +13,7 @@ use plotters::prelude::*;
 use crate::error::{Error, Result};
 use crate::published::{Class, PublishedSummary};
 use crate::record::{Evaluation, RunRecord};
+use crate::report::roofline;
 use crate::report::summary::{self, RunSummary, Summary, WallTime};
 use crate::stats::{self, Decision, Speedup};
 use crate::verdict::Verdict;
@@ -174,6 +176,9 @@ fn section(page: &mut String, index: usize, run: &Run<'_>) -> Result<()> {
     }
     page.push_str("<h3>Plots</h3><div class=\"plots\">");
     plots(page, index, run)?;
+    if roofline::profiled(r) {
+        roofline_figure(page, index, r)?;
+    }
     page.push_str("</div><h3>Evaluations</h3><div class=\"wide\">");
     evaluation_table(page, index, run);
     page.push_str("</div>");
@@ -241,6 +246,26 @@ fn plots(page: &mut String, index: usize, run: &Run<'_>) -> Result<()> {
              </figcaption></figure>"
         );
     }
+    Ok(())
+}
+
+/// `--profile ncu`'s roofline (`roofline`), drawn only for a run that profiled.
+fn roofline_figure(page: &mut String, index: usize, r: &RunRecord) -> Result<()> {
+    let points = roofline::points(r);
+    let ceilings = r.environment.ceilings.as_ref();
+    let svg = plot(|a| roofline::draw(a, &points, ceilings))?;
+    let roofs = match ceilings {
+        Some(_) => "under the roofs the run measured at start-up (copy bandwidth, GEMM rates)",
+        None => "without roofs: the run measured no ceilings",
+    };
+    let _ = write!(
+        page,
+        "<figure class=\"plot\" id=\"plot-roofline-{index}\">{svg}<figcaption>Every kernel \
+         Nsight Compute profiled (--profile ncu), candidates' and references', at its FLOPs \
+         per DRAM byte and FLOP/s (tensor-core work not counted), {roofs}; {} kernel(s) \
+         with no FLOP or no DRAM byte left out.</figcaption></figure>",
+        points.left_out
+    );
     Ok(())
 }
 

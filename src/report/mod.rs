@@ -9,6 +9,7 @@ pub mod json;
 pub mod junit;
 pub mod leaderboard;
 pub mod progress;
+mod roofline;
 pub mod summary;
 mod write;
 

@@ -62,6 +62,8 @@ pub enum CheckName {
     ProfileLibraryOutput,
     #[serde(rename = "profile.library_share")]
     ProfileLibraryShare,
+    #[serde(rename = "profile.ncu")]
+    ProfileNcu,
     #[serde(rename = "profile.reference_ops")]
     ProfileReferenceOps,
     #[serde(rename = "runtime.l2_persist_limit")]
@@ -125,6 +127,7 @@ impl CheckName {
             C::PrecisionTf32Flags => "precision.tf32_flags",
             C::ProfileLibraryOutput => "profile.library_output",
             C::ProfileLibraryShare => "profile.library_share",
+            C::ProfileNcu => "profile.ncu",
             C::ProfileReferenceOps => "profile.reference_ops",
             C::RuntimeL2PersistLimit => "runtime.l2_persist_limit",
             C::RuntimeProcesses => "runtime.processes",

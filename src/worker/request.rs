@@ -89,6 +89,9 @@ commands! {
     State(State);
     /// One profiled call.
     Profile(Profile);
+    /// One call for a kernel profiler outside the worker (`--profile ncu`), between
+    /// cudaProfilerStart and cudaProfilerStop.
+    ProfilerCall(ProfilerCall);
     /// The task inspector's facts of a task.
     Inspect(Inspect);
     /// The static checker's findings in files.
@@ -390,6 +393,20 @@ pub struct Time {
 pub struct Profile {
     pub seed: u64,
     pub forward_seed: u64,
+}
+
+/// One forward on the inputs of `seed` for a profiler that watches the worker from outside
+/// (`--profile ncu`): once unwatched (lazy set-up stays out), then once between
+/// cudaProfilerStart and cudaProfilerStop, the device idle at both ends. Answered by both roles.
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct ProfilerCall {
+    pub seed: u64,
+    pub forward_seed: u64,
+}
+
+impl Command for ProfilerCall {
+    type Reply = Empty;
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -167,3 +167,20 @@ def kernel_times(call):
             per_kernel[event.name] = (count + 1, ms + event.time_range.elapsed_us() / 1e3)
             intervals.append((event.time_range.start / 1e3, event.time_range.end / 1e3))
     return per_kernel, busy(intervals)
+
+
+def bracketed(call):
+    """`call` for a kernel profiler that watches the process from outside and profiles only
+    between cudaProfilerStart and cudaProfilerStop (``ncu --profile-from-start off``): once
+    before, unwatched, so lazy set-up (cuBLAS handles, extensions built on first use, autotuning)
+    stays out, then once between the two, the device idle at both ends."""
+    import torch
+
+    call()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    try:
+        call()
+        torch.cuda.synchronize()
+    finally:
+        torch.cuda.profiler.stop()

@@ -17,7 +17,7 @@ from ..task.inputs import input_shapes, load_task, make_inputs
 from ..timing import arms, modes
 from ..wire import cause, errors, transfer
 from ..wire.errors import TamperError
-from ..wire.messages import CheckName, Judged, KernelbenchTrial, Load, Loaded, Perturb, Perturbed, Profile, Profiled, Shipped, State, Stated, Time, Timed, TimeSetup, Trial, Warmed
+from ..wire.messages import CheckName, Empty, Judged, KernelbenchTrial, Load, Loaded, Perturb, Perturbed, Profile, Profiled, ProfilerCall, Shipped, State, Stated, Time, Timed, TimeSetup, Trial, Warmed
 from ..wire.protocol import error, serve
 
 
@@ -358,6 +358,15 @@ class Session:
         verify(self.candidate)
         return reply
 
+    def profiler_call(self, req: ProfilerCall) -> Empty:
+        """`--profile ncu`: one forward watched by the profiler outside (no check runs: the
+        profiler's figures decide nothing)."""
+        c = self.candidate
+        inputs = make_inputs(c.task, req.seed, c.device, c.precision)
+        profile.bracketed(lambda: models.forward(c.model, inputs, req.forward_seed))
+        verify(c)
+        return {}
+
 
 def commands(channel):
     """The candidate worker's table: command -> handler."""
@@ -371,6 +380,7 @@ def commands(channel):
         "time": session.time,
         "state": session.state,
         "profile": session.profile,
+        "profiler_call": session.profiler_call,
         "ping": lambda req: {},
     }
 

@@ -20,7 +20,7 @@ from ..task import models, params, taskfile
 from ..task.inputs import forget_tasks, load_task, make_inputs
 from ..timing import arms, kept, modes
 from ..wire import errors, transfer
-from ..wire.messages import Checked, CheckKept, CheckName, CheckOutputs, Load, Loaded, Perturb, Perturbed, Profile, Profiled, Time, Timed, TimeSetup, Warmed
+from ..wire.messages import Checked, CheckKept, CheckName, CheckOutputs, Empty, Load, Loaded, Perturb, Perturbed, Profile, Profiled, ProfilerCall, Time, Timed, TimeSetup, Warmed
 from ..wire.protocol import error, serve
 from . import memo
 
@@ -230,6 +230,13 @@ class Session:
     def profile(self, req: Profile) -> Profiled:
         return {"profile": self.reference.profiled(req)}
 
+    def profiler_call(self, req: ProfilerCall) -> Empty:
+        """`--profile ncu`: one forward of the reference watched by the profiler outside."""
+        r = self.reference
+        inputs = make_inputs(r.task, req.seed, r.device, r.precision)
+        profile.bracketed(lambda: models.forward(r.model, inputs, req.forward_seed))
+        return {}
+
 
 def commands(channel):
     """The reference worker's table: command -> handler."""
@@ -242,6 +249,7 @@ def commands(channel):
         "time_setup": session.time,
         "time": session.time,
         "profile": session.profile,
+        "profiler_call": session.profiler_call,
     }
 
 

@@ -235,6 +235,16 @@ class Profile:
 
 
 @dataclass(frozen=True)
+class ProfilerCall:
+    """One call for a kernel profiler outside the worker (`--profile ncu`), between
+    cudaProfilerStart and cudaProfilerStop."""
+
+    cmd: ClassVar[str] = "profiler_call"
+    seed: int
+    forward_seed: int
+
+
+@dataclass(frozen=True)
 class Inspect:
     """The task inspector's facts of a task."""
 
@@ -300,6 +310,7 @@ class CheckName(StrEnum):
     PRECISION_TF32_FLAGS = "precision.tf32_flags"
     PROFILE_LIBRARY_OUTPUT = "profile.library_output"
     PROFILE_LIBRARY_SHARE = "profile.library_share"
+    PROFILE_NCU = "profile.ncu"
     PROFILE_REFERENCE_OPS = "profile.reference_ops"
     RUNTIME_L2_PERSIST_LIMIT = "runtime.l2_persist_limit"
     RUNTIME_PROCESSES = "runtime.processes"
@@ -519,7 +530,8 @@ class Measured(TypedDict, total=False):
 
 
 REQUESTS = {
-    cls.cmd: cls for cls in (Ping, Exit, Compile, Warm, Load, Trial, KernelbenchTrial, CheckKept, CheckOutputs, Perturb, TimeSetup, Time, State, Profile, Inspect, CheckFiles, Probe, MeasureCeilings)
+    cls.cmd: cls
+    for cls in (Ping, Exit, Compile, Warm, Load, Trial, KernelbenchTrial, CheckKept, CheckOutputs, Perturb, TimeSetup, Time, State, Profile, ProfilerCall, Inspect, CheckFiles, Probe, MeasureCeilings)
 }
 
 
@@ -547,6 +559,7 @@ REPLIES = {
     "time": Timed,
     "state": Stated,
     "profile": Profiled,
+    "profiler_call": Empty,
     "inspect": Inspected,
     "check_files": Findings,
     "probe": Probed,

@@ -1,0 +1,376 @@
+//! `--profile ncu`: why a kernel is fast or slow. Where an evaluation passed or was timed, the
+//! candidate's forward runs once more under Nsight Compute (`nsight`) in a fresh candidate
+//! worker the tool starts, confined as any candidate and loaded as its trials were (the task's
+//! size), and the reference's forward in a fresh reference worker the same way (trusted: not
+//! confined), each call bracketed by cudaProfilerStart and cudaProfilerStop so that only its
+//! kernels are profiled, outside every timed round and after them. The tool reads counters only
+//! (`--clock-control none`: the clocks stay as the run found them).
+//!
+//! Each kernel's figures (duration, achieved occupancy, SM and DRAM throughput as a share of
+//! peak, FLOPs and DRAM bytes) are kept in `Evaluation::ncu`, the candidate's own kernels marked
+//! as its profiled call named them (`reference_ops::Launches::own`). Nothing here decides a
+//! verdict or touches a timing: the check `profile.ncu` says what was profiled, or why not
+//! (`skip`: the tool failed, or the call did).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::lanes::Gate;
+use crate::nsight::{self, Kernel, NcuProfile};
+use crate::record::{Check, Outcome};
+use crate::sanitizer::base_name;
+use crate::submission::Submission;
+use crate::task::Task;
+use crate::verdict::{Cause, Verdict};
+use crate::worker::request::ProfilerCall;
+use crate::worker::{CheckName, Spawn, Stream};
+
+use super::backend::Phase;
+use super::gathered::Gathered;
+use super::load::{Alone, Workers};
+use super::pair::Companion;
+use super::spawn::Spawner;
+use super::stage::{ask, exchange, log_path};
+use super::workspace::lend;
+
+/// The log's name in the exchange folder (the candidate's) or the run's logs (the reference's).
+const LOG: &str = "ncu.csv";
+/// The most of a log kbench reads.
+const LOG_CAP: u64 = 4 << 20;
+/// How much longer than `--timeout-call` the profiled call may take: the tool replays each
+/// kernel once per pass its metrics need (about ten), and the call runs twice.
+const SLOWDOWN: u32 = 30;
+/// How long the worker gets to exit on its own, so the tool writes its log whole.
+const EXIT_GRACE: Duration = Duration::from_secs(30);
+
+/// What the profiler's runs take from the evaluator (as the sanitizer's do): its workers, the
+/// slot's gate and whether the task takes the GPU alone, the submission's build folder (`home`)
+/// with its workers' environment (`env`), and the tool.
+pub(super) struct NcuRuns<'w, S: Spawner> {
+    pub workers: &'w Workers<'w, S>,
+    pub gate: &'w Mutex<Arc<Gate>>,
+    pub alone: bool,
+    pub home: PathBuf,
+    pub env: Vec<(String, String)>,
+    pub tool: &'w Path,
+}
+
+/// What one arm's run under the tool left: its kernels, or why there are none.
+type Ran = Result<Vec<Kernel>, String>;
+
+impl<S: Spawner> NcuRuns<'_, S> {
+    /// Where the evaluation passed or was timed, both arms' kernels under the tool into
+    /// `eval.ncu`, and the check `profile.ncu`. Decides nothing.
+    pub(super) fn profile(
+        &self,
+        (task, sub): (&Task, &Submission),
+        slot: usize,
+        eval: &mut Gathered,
+        cause: &Cause,
+        enter: &dyn Fn(Phase),
+    ) {
+        if eval.timing.is_none() && cause.decide().0 != Verdict::Pass {
+            return;
+        }
+        enter(Phase::KernelProfiler);
+        let started = Instant::now();
+        let gate = Arc::clone(&self.gate.lock().expect("gate lock"));
+        let (candidate, reference) = {
+            let _hold = gate.enter(self.alone);
+            let candidate = self.candidate((task, sub), slot, eval);
+            (candidate, self.reference(task, sub, slot, eval))
+        };
+        let seconds = started.elapsed().as_secs_f64();
+        eval.phases.after_timing_s += seconds;
+        let own = own_kernels(eval);
+        let (check, profiled) = judged((candidate, reference), &own, seconds);
+        eval.checks.push(check);
+        eval.ncu = profiled;
+    }
+
+    /// The candidate's call under the tool, in a fresh confined candidate worker it starts.
+    fn candidate(
+        &self,
+        (task, sub): (&Task, &Submission),
+        slot: usize,
+        eval: &mut Gathered,
+    ) -> Ran {
+        let workers = self.workers;
+        let confinement = &workers.confinement;
+        let exchange = exchange(confinement)?;
+        let seen = confinement.seen(exchange.dir.path());
+        let started = workers.start_wrapped(slot, &exchange, |spec| {
+            under(self.tool, &seen.join(LOG), spec)
+        });
+        let Companion {
+            mut worker,
+            log,
+            workspace,
+        } = started?;
+        keep_log(workers, sub, log, "ncu-candidate", eval);
+        let lent = lend(confinement, self.home.clone(), workspace);
+        let called = lent.as_ref().map_err(Clone::clone).and_then(|lent| {
+            let stage = match lent {
+                Some(lent) => lent.stage(confinement),
+                None => Ok(exchange.stage()),
+            }?;
+            let env = &self.env[..];
+            let loaded =
+                workers.load_alone((task, sub), slot, &mut worker, (&stage, env), Alone::Sized);
+            loaded.map_err(|c| c.reason())?;
+            self.call(&mut worker)
+        });
+        let gone = S::finish_within(worker, EXIT_GRACE);
+        lent.into_iter().flatten().for_each(|l| l.settle(gone));
+        let log =
+            crate::untrusted::read_regular_beneath(exchange.dir.path(), Path::new(LOG), LOG_CAP);
+        kernels(called, log)
+    }
+
+    /// The reference's call under the tool, in a fresh reference worker it starts (trusted: run
+    /// as kbench runs, its log in the run's logs).
+    fn reference(&self, task: &Task, sub: &Submission, slot: usize, eval: &mut Gathered) -> Ran {
+        let workers = self.workers;
+        let (kept, rel) = log_path(&workers.config.out, sub, "ncu-reference");
+        let csv = kept.with_extension("csv");
+        let spec = workers.reference_spec(slot, &kept);
+        let mut worker = workers.launcher.start(&under(self.tool, &csv, spec))?;
+        eval.logs.push(rel);
+        let called = workers
+            .load_reference(task, &mut worker)
+            .map_err(|c| c.reason())
+            .and_then(|()| self.call(&mut worker));
+        S::finish_within(worker, EXIT_GRACE);
+        let log = std::fs::File::open(&csv).and_then(|f| {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::Read::take(f, LOG_CAP), &mut text)?;
+            Ok(text.into_bytes())
+        });
+        kernels(called, log)
+    }
+
+    /// The profiled call on the profiled call's seeds (`Stream::Profile`), as both roles answer it.
+    fn call(&self, worker: &mut S::Worker) -> Result<(), String> {
+        let cfg = self.workers.config;
+        let seed = |forward| Stream::Profile { forward }.seed(cfg.seed);
+        let call = ProfilerCall {
+            seed: seed(false),
+            forward_seed: seed(true),
+        };
+        ask(worker, call, cfg.timeouts.call * SLOWDOWN)
+            .map(drop)
+            .map_err(|c| c.reason())
+    }
+}
+
+/// The worker's provisional log kept under the evaluation's logs as `name`.
+fn keep_log<S: Spawner>(
+    workers: &Workers<'_, S>,
+    sub: &Submission,
+    log: PathBuf,
+    name: &str,
+    eval: &mut Gathered,
+) {
+    let (kept, rel) = log_path(&workers.config.out, sub, name);
+    let _ = std::fs::rename(log, kept);
+    eval.logs.push(rel);
+}
+
+/// The worker's command line run by the tool, its CSV log at `log` (as the worker sees it), the
+/// venv's tools (ninja) on PATH as for the worker run alone.
+fn under(tool: &Path, log: &Path, spec: Spawn) -> Spawn {
+    let mut args = nsight::args(log);
+    args.push(spec.python.clone());
+    args.extend(spec.args.iter().cloned());
+    let venv = Path::new(&spec.python).parent().map(Path::to_path_buf);
+    let host = std::env::var_os("PATH").unwrap_or_default();
+    let path = std::env::join_paths(venv.into_iter().chain(std::env::split_paths(&host)));
+    let wrapped = Spawn {
+        python: tool.display().to_string(),
+        args,
+        ..spec
+    };
+    match path {
+        Ok(path) => wrapped.env("PATH", path.to_string_lossy()),
+        Err(_) => wrapped,
+    }
+}
+
+/// The kernels of a run's log where its call finished; else why not (the log's first line of
+/// the tool's own, `==ERROR==`, where it wrote one).
+fn kernels(called: Result<(), String>, log: std::io::Result<Vec<u8>>) -> Ran {
+    let text = log.map(|b| String::from_utf8_lossy(&b).into_owned());
+    let tool_error = text.as_ref().ok().and_then(|t| {
+        t.lines()
+            .find(|l| l.starts_with("==ERROR=="))
+            .map(str::to_string)
+    });
+    match (called, text) {
+        (Err(why), _) => Err(tool_error.map_or(why.clone(), |e| format!("{why} ({e})"))),
+        (Ok(()), Err(e)) => Err(format!("its log could not be read: {e}")),
+        (Ok(()), Ok(text)) => match nsight::parse(&text) {
+            found if found.is_empty() => {
+                Err(tool_error.unwrap_or_else(|| "the tool profiled no kernel of the call".into()))
+            }
+            found => Ok(found),
+        },
+    }
+}
+
+/// The submission's own kernels, as its profiled call named them.
+fn own_kernels(eval: &Gathered) -> Vec<String> {
+    let launches = eval.profile.iter().flat_map(|p| &p.candidate);
+    launches
+        .filter(|l| l.own)
+        .map(|l| base_name(&l.name))
+        .collect()
+}
+
+/// The check `profile.ncu`, and what was profiled: both arms' kernels where the candidate's
+/// were (the reference's may be missing: its failure is said).
+fn judged(
+    (candidate, reference): (Ran, Ran),
+    own: &[String],
+    seconds: f64,
+) -> (Check, Option<NcuProfile>) {
+    let (outcome, evidence, profiled) = match candidate {
+        Ok(mut kernels) => {
+            for k in &mut kernels {
+                k.own = own.contains(&base_name(&k.name));
+            }
+            let mine = kernels.iter().filter(|k| k.own).count();
+            let (theirs, note) = match reference {
+                Ok(theirs) => (theirs, String::new()),
+                Err(why) => (Vec::new(), format!("; the reference's: {why}")),
+            };
+            let evidence = format!(
+                "{} kernel launch(es) profiled, {mine} of the submission's own; the reference's: {}{note}",
+                kernels.len(),
+                theirs.len()
+            );
+            let profiled = NcuProfile {
+                candidate: kernels,
+                reference: theirs,
+            };
+            (Outcome::Pass, evidence, Some(profiled))
+        }
+        Err(why) => (Outcome::Skip, format!("not profiled: {why}"), None),
+    };
+    let check = Check {
+        name: CheckName::ProfileNcu,
+        outcome,
+        evidence,
+        seconds,
+        runs: 1,
+    };
+    (check, profiled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel(name: &str) -> Kernel {
+        Kernel {
+            name: name.into(),
+            duration_ns: Some(1000.0),
+            ..Kernel::default()
+        }
+    }
+
+    #[test]
+    fn the_candidate_s_own_kernels_are_marked_and_failures_said() {
+        let own = ["relu_kernel".to_string()];
+        let launches = || {
+            Ok(vec![
+                kernel("relu_kernel(const float *, float *, long)"),
+                kernel("void at::native::vectorized_elementwise_kernel<4>(int)"),
+            ])
+        };
+        let (check, profiled) = judged((launches(), launches()), &own, 1.0);
+        assert_eq!(check.outcome, Outcome::Pass, "{}", check.evidence);
+        let profiled = profiled.unwrap();
+        let marks: Vec<bool> = profiled.candidate.iter().map(|k| k.own).collect();
+        assert_eq!(marks, [true, false]);
+        assert!(
+            profiled.reference.iter().all(|k| !k.own),
+            "the reference has none of its own"
+        );
+        // (the arms' runs, the outcome, what the evidence says)
+        let cases: [(Ran, Ran, Outcome, &str); 3] = [
+            (
+                launches(),
+                Err("ERR_NVGPUCTRPERM".into()),
+                Outcome::Pass,
+                "the reference's: ERR_NVGPUCTRPERM",
+            ),
+            (
+                Err("the call raised".into()),
+                launches(),
+                Outcome::Skip,
+                "not profiled: the call raised",
+            ),
+            (
+                Err("no kernel".into()),
+                Err("no kernel".into()),
+                Outcome::Skip,
+                "not profiled",
+            ),
+        ];
+        for (candidate, reference, outcome, says) in cases {
+            let (check, profiled) = judged((candidate, reference), &own, 1.0);
+            assert_eq!(check.outcome, outcome);
+            assert_eq!(profiled.is_some(), outcome == Outcome::Pass);
+            assert!(check.evidence.contains(says), "{}", check.evidence);
+        }
+    }
+
+    #[test]
+    fn a_log_becomes_kernels_only_where_the_call_finished() {
+        let log = |s: &str| Ok(s.as_bytes().to_vec());
+        let error = "==PROF== Connected to process 1\n==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters\n";
+        let raised = || Err("the call raised".to_string());
+        assert_eq!(
+            kernels(raised(), log(error)).unwrap_err(),
+            "the call raised (==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters)"
+        );
+        assert!(kernels(Ok(()), log(error))
+            .unwrap_err()
+            .contains("ERR_NVGPUCTRPERM"));
+        assert_eq!(
+            kernels(Ok(()), log("")).unwrap_err(),
+            "the tool profiled no kernel of the call"
+        );
+    }
+
+    #[test]
+    fn the_worker_runs_under_the_tool() {
+        let spec = Spawn::role(
+            "python3",
+            Path::new("/w"),
+            "candidate",
+            "log".into(),
+            "/out".into(),
+        );
+        let wrapped = under(
+            Path::new("/cuda/bin/ncu"),
+            Path::new("/dev/shm/ncu.csv"),
+            spec,
+        );
+        assert_eq!(wrapped.python, "/cuda/bin/ncu");
+        let tail: Vec<&str> = wrapped
+            .args
+            .iter()
+            .rev()
+            .take(4)
+            .rev()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(tail, ["python3", "-m", "kbench_worker", "candidate"]);
+        assert!(wrapped
+            .args
+            .windows(2)
+            .any(|w| w == ["--clock-control", "none"]));
+    }
+}
