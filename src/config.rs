@@ -696,6 +696,29 @@ pub(crate) mod tests {
         }
     }
 
+    /// `--profile ncu` asks for GPU kernels' metrics: refused on the CPU (before the tool is
+    /// looked for), absent from the record's settings when not asked for (the config hash of a
+    /// run without it is unchanged).
+    #[test]
+    fn profile_ncu_is_refused_on_the_cpu_and_recorded_only_when_asked() {
+        let cli = <crate::cli::Cli as clap::Parser>::parse_from([
+            "kbench",
+            "eval",
+            "x",
+            "--profile",
+            "ncu",
+        ]);
+        let crate::cli::Command::Eval(args) = cli.command else {
+            panic!("not eval");
+        };
+        let refused = profiler(&args, Device::Cpu).unwrap_err().to_string();
+        assert!(refused.contains("needs --device cuda"), "{refused}");
+        let plain = resolved(&[]);
+        assert_eq!(plain.profiler, None);
+        let recorded = serde_json::to_value(plain.recorded()).unwrap();
+        assert!(recorded.get("profile").is_none(), "{recorded}");
+    }
+
     /// The configuration `kbench eval submissions FLAGS` resolves to, on an H100-like probe.
     pub(crate) fn resolved(flags: &[&str]) -> Config {
         let cli = <crate::cli::Cli as clap::Parser>::parse_from(

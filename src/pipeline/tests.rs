@@ -77,6 +77,7 @@ mod scripted {
             Request::Perturb(_) => fake::ok(json!({"shapes": [[8, 8]]})),
             Request::TimeSetup(_) => fake::ok(json!({"median_ms": 2.0})),
             Request::Time(_) => fake::ok(json!({"samples_ms": [2.0, 2.1, 1.9, 2.0, 2.05]})),
+            Request::ProfilerCall(_) => fake::ok(json!({})),
             other => unexpected(other),
         }
     }
@@ -99,6 +100,7 @@ mod scripted {
             Request::Profile(_) => fake::ok(json!({
                 "profile": {}, "kernels": ["cupy:relu"], "checks": [],
             })),
+            Request::ProfilerCall(_) => fake::ok(json!({})),
             other => unexpected(other),
         }
     }
@@ -285,6 +287,48 @@ mod scripted {
         let enter = |phase| entered.lock().unwrap().push(phase);
         let eval = evaluate_watched(&facts(), adjust, (reference, candidate), &enter);
         (entered.into_inner().unwrap(), eval.verdict)
+    }
+
+    /// `--profile ncu` comes after everything else: a fresh candidate and a fresh reference each
+    /// answer one bracketed call under the tool. The scripted workers write no tool log, so
+    /// `profile.ncu` skips and says why; the verdict, its reason and the timing are the run's
+    /// without it, and without it nothing of the tool's is recorded.
+    #[test]
+    fn the_kernel_profiler_changes_no_verdict_or_timing() {
+        use crate::worker::CheckName;
+        let entered = Mutex::new(Vec::new());
+        let enter = |phase| entered.lock().unwrap().push(phase);
+        let tool = |c: &mut Config| c.profiler = Some("/cuda/bin/ncu".into());
+        let profiled = evaluate_watched(&facts(), tool, (reference, candidate), &enter);
+        let plain = evaluate(reference, candidate);
+        assert_eq!(
+            entered.into_inner().unwrap().last(),
+            Some(&Phase::KernelProfiler)
+        );
+        assert_eq!(
+            (profiled.verdict, &profiled.reason),
+            (plain.verdict, &plain.reason)
+        );
+        let timing = |e: &Evaluation| serde_json::to_value(&e.timing).unwrap();
+        assert!(plain.timing.is_some());
+        assert_eq!(timing(&profiled), timing(&plain));
+        let named = |e: &Evaluation| {
+            let found = e.checks.iter().find(|c| c.name == CheckName::ProfileNcu);
+            found.cloned()
+        };
+        assert_eq!(named(&plain), None);
+        assert!(plain.ncu.is_none() && profiled.ncu.is_none());
+        let check = named(&profiled).expect("profile.ncu");
+        assert_eq!(check.outcome, Outcome::Skip, "{}", check.evidence);
+        assert!(
+            check
+                .evidence
+                .starts_with("not profiled: its log could not be read"),
+            "the call itself was answered: {}",
+            check.evidence
+        );
+        let logs = |e: &Evaluation| e.logs.iter().any(|l| l.contains(".ncu-"));
+        assert!(logs(&profiled) && !logs(&plain), "{:?}", profiled.logs);
     }
 
     /// An evaluation tells its phases as it enters them: a passing one all of them, with a wait

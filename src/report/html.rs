@@ -1133,6 +1133,34 @@ mod tests {
         );
     }
 
+    /// The roofline is drawn for a run that profiled (`--profile ncu`) and only for one: a run
+    /// without it has the page it had before.
+    #[test]
+    fn a_profiled_run_gets_a_roofline_with_a_point_per_placed_kernel() {
+        use crate::nsight::{Kernel, NcuProfile};
+        let kernel = |own| Kernel {
+            name: "k".into(),
+            own,
+            duration_ns: Some(1e6),
+            flops: Some(1e9),
+            dram_bytes: Some(1e8),
+            ..Kernel::default()
+        };
+        let plain = page_of(&sample_record());
+        assert!(!plain.contains("plot-roofline"));
+        let mut record = sample_record();
+        record.evaluations[0].ncu = Some(NcuProfile {
+            candidate: vec![kernel(true), kernel(false)],
+            reference: vec![kernel(false)],
+        });
+        let page = page_of(&record);
+        let els = elements(&page);
+        assert_eq!(els.iter().filter(|e| e.0 == "svg").count(), PLOTS.len() + 1);
+        let svg = svg_of(&page, "roofline");
+        // Three kernels and three legend markers.
+        assert_eq!(svg.matches("<circle").count(), 6, "{svg}");
+    }
+
     #[test]
     fn an_empty_run_still_draws_every_plot() {
         let mut record = sample_record();

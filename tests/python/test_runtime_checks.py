@@ -1174,6 +1174,31 @@ def test_profile_summary():
     assert profile.summarize({}, set(), 0.0)["library_share"] == 0.0
 
 
+def test_the_profiler_s_call_is_bracketed_once_after_an_unwatched_one(monkeypatch):
+    """`--profile ncu` profiles only between cudaProfilerStart and Stop: the call runs once
+    unwatched, then once between the two, the device idle at both ends, and the bracket closes
+    even where the call raises."""
+    import torch
+
+    events = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: events.append("sync"))
+    monkeypatch.setattr(torch.cuda.profiler, "start", lambda: events.append("start"))
+    monkeypatch.setattr(torch.cuda.profiler, "stop", lambda: events.append("stop"))
+    profile.bracketed(lambda: events.append("call"))
+    assert events == ["call", "sync", "start", "call", "sync", "stop"]
+    calls = []
+
+    def second_raises():
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("boom")
+
+    events.clear()
+    with pytest.raises(RuntimeError):
+        profile.bracketed(second_raises)
+    assert events == ["sync", "start", "stop"]
+
+
 def test_busy_time_counts_concurrent_work_once_and_gaps_not_at_all():
     # Two overlapping kernels (0-3, 2-4), one inside another (5-9 holds 6-7), a gap between.
     assert profile.busy([(5.0, 9.0), (0.0, 3.0), (2.0, 4.0), (6.0, 7.0)]) == 8.0
