@@ -12,6 +12,7 @@
 //! verdict or touches a timing: the check `profile.ncu` says what was profiled, or why not
 //! (`skip`: the tool failed, or the call did).
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -108,7 +109,9 @@ impl<S: Spawner> NcuRuns<'_, S> {
             log,
             workspace,
         } = started?;
-        keep_log(workers, sub, log, "ncu-candidate", eval);
+        let (kept, rel) = log_path(&workers.config.out, sub, "ncu-candidate");
+        let _ = std::fs::rename(log, &kept);
+        eval.logs.push(rel);
         let lent = lend(confinement, self.home.clone(), workspace);
         let called = lent.as_ref().map_err(Clone::clone).and_then(|lent| {
             let stage = match lent {
@@ -125,6 +128,12 @@ impl<S: Spawner> NcuRuns<'_, S> {
         lent.into_iter().flatten().for_each(|l| l.settle(gone));
         let log =
             crate::untrusted::read_regular_beneath(exchange.dir.path(), Path::new(LOG), LOG_CAP);
+        // The tool's log kept beside the worker's, for the record (what it measured, or said).
+        if let Ok(bytes) = &log {
+            if std::fs::write(kept.with_extension("csv"), bytes).is_ok() {
+                eval.logs.push(csv_name(&kept, &workers.config.out));
+            }
+        }
         kernels(called, log)
     }
 
@@ -142,10 +151,12 @@ impl<S: Spawner> NcuRuns<'_, S> {
             .map_err(|c| c.reason())
             .and_then(|()| self.call(&mut worker));
         S::finish_within(worker, EXIT_GRACE);
+        if csv.is_file() {
+            eval.logs.push(csv_name(&kept, &workers.config.out));
+        }
         let log = std::fs::File::open(&csv).and_then(|f| {
-            let mut text = String::new();
-            std::io::Read::read_to_string(&mut std::io::Read::take(f, LOG_CAP), &mut text)?;
-            Ok(text.into_bytes())
+            let mut bytes = Vec::new();
+            f.take(LOG_CAP).read_to_end(&mut bytes).map(|_| bytes)
         });
         kernels(called, log)
     }
@@ -164,17 +175,10 @@ impl<S: Spawner> NcuRuns<'_, S> {
     }
 }
 
-/// The worker's provisional log kept under the evaluation's logs as `name`.
-fn keep_log<S: Spawner>(
-    workers: &Workers<'_, S>,
-    sub: &Submission,
-    log: PathBuf,
-    name: &str,
-    eval: &mut Gathered,
-) {
-    let (kept, rel) = log_path(&workers.config.out, sub, name);
-    let _ = std::fs::rename(log, kept);
-    eval.logs.push(rel);
+/// The name the record gives the tool's CSV log beside the worker's log `kept` (under `out`).
+fn csv_name(kept: &Path, out: &Path) -> String {
+    let csv = kept.with_extension("csv");
+    csv.strip_prefix(out).unwrap_or(&csv).display().to_string()
 }
 
 /// The worker's command line run by the tool, its CSV log at `log` (as the worker sees it), the
