@@ -36,6 +36,11 @@ const FLOPS: [(&str, f64); 9] = [
     ("sm__sass_thread_inst_executed_op_dfma_pred_on.sum", 2.0),
 ];
 
+/// The most kernel launches of one call the tool profiles (each costs its replay passes and the
+/// tool's own set-up, so a model of thousands of launches would take an hour); later launches
+/// are not profiled, and the check says so.
+pub const MAX_LAUNCHES: usize = 500;
+
 /// Nsight Compute's path: on PATH, else in `$CUDA_HOME/bin` or `/usr/local/cuda/bin`.
 pub fn find() -> Option<PathBuf> {
     crate::cuda_tools::find("ncu")
@@ -61,13 +66,13 @@ pub fn args(log: &Path) -> Vec<String> {
         "off",
         "--target-processes",
         "all",
-        "--metrics",
+        "--launch-count",
     ]
     .map(String::from)
     .into();
-    args.push(metrics.join(","));
-    args.push("--log-file".into());
-    args.push(log.display().to_string());
+    let (count, metrics) = (MAX_LAUNCHES.to_string(), metrics.join(","));
+    let log = log.display().to_string();
+    args.extend([count, "--metrics".into(), metrics, "--log-file".into(), log]);
     args
 }
 
@@ -323,6 +328,7 @@ mod tests {
             ["--profile-from-start", "off"],
             ["--print-units", "base"],
             ["--log-file", "/x/ncu.csv"],
+            ["--launch-count", "500"],
         ] {
             assert!(args.windows(2).any(|w| w == pair), "{pair:?} in {args:?}");
         }

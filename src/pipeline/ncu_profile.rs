@@ -248,8 +248,18 @@ fn judged(
                 Ok(theirs) => (theirs, String::new()),
                 Err(why) => (Vec::new(), format!("; the reference's: {why}")),
             };
+            let capped = [&kernels, &theirs]
+                .iter()
+                .any(|k| k.len() >= nsight::MAX_LAUNCHES);
+            let cap = match capped {
+                true => format!(
+                    " (the first {} launches of a call only)",
+                    nsight::MAX_LAUNCHES
+                ),
+                false => String::new(),
+            };
             let evidence = format!(
-                "{} kernel launch(es) profiled, {mine} of the submission's own; the reference's: {}{note}",
+                "{} kernel launch(es) profiled, {mine} of the submission's own; the reference's: {}{note}{cap}",
                 kernels.len(),
                 theirs.len()
             );
