@@ -14,7 +14,9 @@
 #   planted-on   the same with --sanitize: the three incorrect, each by the tool that sees it
 #                (tests/fixtures/gpu/expected-sanitize.toml), the control pass;
 #   planted-ncu  the same with --profile ncu, the first (short) look at the profiler: all four
-#                pass, each with `profile.ncu` and its kernels (a `skip` says why not);
+#                pass, each with `profile.ncu` and its kernels (a `skip` says why not); where
+#                nothing was profiled, planted-ncu-open runs the same with --sandbox off, and the
+#                corpus and sample runs under --profile ncu are left out;
 #   corpus-on    the GPU corpus (benchmarks/example/gpu and tests/fixtures/gpu, the planted
 #                errors aside) with --sanitize: every verdict as without it (expected.toml): no
 #                honest kernel flagged;
@@ -71,11 +73,23 @@ run() {  # NAME TREE [flags]: one eval, done once it ends within its limit (exit
 sample=(--tasks "$W/cl1/tasks" --only 1/32,1/19,1/22,2/12,3/2,1/1,2/76)
 run planted-off "$W/planted"
 run planted-on "$W/planted" --sanitize
-run planted-ncu "$W/planted" --profile ncu
+# The profiler's first look, short deadlines (a tool that cannot reach its target must not
+# hold the GPU for long): where it profiled nothing, the same without the sandbox (the planted
+# files are the project's own) tells the sandbox's part, and the longer --profile runs are left.
+run planted-ncu "$W/planted" --profile ncu --timeout-call 30 --timeout-load 120
+profiled() {  # NAME: whether any evaluation of the run holds the tool's kernels
+  python3 -c 'import json, sys; sys.exit(not any(e.get("ncu") for e in json.load(open(sys.argv[1]))["evaluations"]))' \
+    "$W/$1/results.json" 2>/dev/null
+}
+profiled planted-ncu || SANDBOX=off run planted-ncu-open "$W/planted" --profile ncu --timeout-call 30 --timeout-load 120
 run corpus-on "$W/corpus" --sanitize
-run corpus-ncu "$W/corpus" --profile ncu
+if profiled planted-ncu; then
+  run corpus-ncu "$W/corpus" --profile ncu
+fi
 run sample-on "$W/cl1/submissions" "${sample[@]}" --sanitize
-run sample-ncu "$W/cl1/submissions" "${sample[@]}" --profile ncu
+if profiled planted-ncu; then
+  run sample-ncu "$W/cl1/submissions" "${sample[@]}" --profile ncu
+fi
 
 # The tables: the expected verdicts of the files each run evaluated.
 t=benchmarks/corpus_table.py
@@ -91,9 +105,10 @@ table() {  # NAME TOML...
 table planted-off "$W/planted-off.toml"
 table planted-on tests/fixtures/gpu/expected-sanitize.toml "$W/control.toml"
 table planted-ncu "$W/planted-off.toml"
+table planted-ncu-open "$W/planted-off.toml"
 table corpus-on benchmarks/example/gpu/expected.toml "$W/corpus.toml"
 table corpus-ncu benchmarks/example/gpu/expected.toml "$W/corpus.toml"
-for name in planted-off planted-on planted-ncu corpus-on corpus-ncu sample-on sample-ncu; do
+for name in planted-off planted-on planted-ncu planted-ncu-open corpus-on corpus-ncu sample-on sample-ncu; do
   d=$W/$name
   cp "$d.console.txt" "$OUT/" 2>/dev/null
   [ -f "$d/results.json" ] || continue

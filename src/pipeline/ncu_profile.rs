@@ -40,8 +40,9 @@ const LOG: &str = "ncu.csv";
 /// The most of a log kbench reads.
 const LOG_CAP: u64 = 4 << 20;
 /// How much longer than `--timeout-call` the profiled call may take: the tool replays each
-/// kernel once per pass its metrics need (about ten), and the call runs twice.
-const SLOWDOWN: u32 = 30;
+/// kernel once per pass its metrics need, with set-up of its own per launch (at most
+/// `nsight::MAX_LAUNCHES`), and the call runs twice.
+const SLOWDOWN: u32 = 10;
 /// How long the worker gets to exit on its own, so the tool writes its log whole.
 const EXIT_GRACE: Duration = Duration::from_secs(30);
 
