@@ -1199,6 +1199,43 @@ def test_the_profiler_s_call_is_bracketed_once_after_an_unwatched_one(monkeypatc
     assert events == ["sync", "start", "stop"]
 
 
+def test_both_roles_answer_the_profiler_s_call_with_their_model_bracketed(tmp_path, monkeypatch):
+    """`profiler_call` runs the role's own model twice on the seed's inputs, the second call
+    between the profiler's start and stop (the CUDA calls stubbed: on the CPU there is no
+    profiler to start)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from kbench_worker.roles import candidate as candidate_role
+    from kbench_worker.roles import reference as reference_role
+    from kbench_worker.wire.messages import ProfilerCall
+
+    events = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: events.append("sync"))
+    monkeypatch.setattr(torch.cuda.profiler, "start", lambda: events.append("start"))
+    monkeypatch.setattr(torch.cuda.profiler, "stop", lambda: events.append("stop"))
+    counted = """
+    class ModelNew(nn.Module):
+        calls = 0
+        def forward(self, x):
+            type(self).calls += 1
+            return torch.relu(x)
+    """
+    session = candidate_role.Session(channel=None)
+    session.candidate = make_candidate(tmp_path, counted)
+    assert session.profiler_call(ProfilerCall(seed=7, forward_seed=11)) == {}
+    assert type(session.candidate.model).calls == 2
+    assert events == ["sync", "start", "sync", "stop"]
+    events.clear()
+    reference = reference_role.Session(SimpleNamespace(startup_s=0.0))
+    reference.load(Load(device="cpu", precision="fp32", atol=1e-2, rtol=1e-2, task=str(RELU), set={}, scale="small"))
+    assert reference.profiler_call(ProfilerCall(seed=7, forward_seed=11)) == {}
+    assert events == ["sync", "start", "sync", "stop"]
+    tables = (candidate_role.commands(None), reference_role.commands(SimpleNamespace(startup_s=0.0)))
+    assert all("profiler_call" in table for table in tables)
+
+
 def test_busy_time_counts_concurrent_work_once_and_gaps_not_at_all():
     # Two overlapping kernels (0-3, 2-4), one inside another (5-9 holds 6-7), a gap between.
     assert profile.busy([(5.0, 9.0), (0.0, 3.0), (2.0, 4.0), (6.0, 7.0)]) == 8.0
