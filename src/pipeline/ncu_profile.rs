@@ -245,24 +245,27 @@ fn judged(
                 k.own = own.contains(&base_name(&k.name));
             }
             let mine = kernels.iter().filter(|k| k.own).count();
-            let (theirs, note) = match reference {
-                Ok(theirs) => (theirs, String::new()),
-                Err(why) => (Vec::new(), format!("; the reference's: {why}")),
+            let (theirs, said) = match reference {
+                Ok(theirs) => {
+                    let said = theirs.len().to_string();
+                    (theirs, said)
+                }
+                Err(why) => (Vec::new(), format!("not profiled ({why})")),
             };
             let capped = [&kernels, &theirs]
                 .iter()
                 .any(|k| k.len() >= nsight::MAX_LAUNCHES);
-            let cap = match capped {
-                true => format!(
+            let cap = if capped {
+                format!(
                     " (the first {} launches of a call only)",
                     nsight::MAX_LAUNCHES
-                ),
-                false => String::new(),
+                )
+            } else {
+                String::new()
             };
             let evidence = format!(
-                "{} kernel launch(es) profiled, {mine} of the submission's own; the reference's: {}{note}{cap}",
-                kernels.len(),
-                theirs.len()
+                "{} kernel launch(es) profiled, {mine} of the submission's own; the reference's: {said}{cap}",
+                kernels.len()
             );
             let profiled = NcuProfile {
                 candidate: kernels,
@@ -318,7 +321,7 @@ mod tests {
                 launches(),
                 Err("ERR_NVGPUCTRPERM".into()),
                 Outcome::Pass,
-                "the reference's: ERR_NVGPUCTRPERM",
+                "the reference's: not profiled (ERR_NVGPUCTRPERM)",
             ),
             (
                 Err("the call raised".into()),
