@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 54 on one H100: `--sanitize` and `--profile ncu` (docs/checks.md, "compute-sanitizer"
 # and "Nsight Compute"), from the repository root after `cargo build --release`, with
-# .gpu/h100.json (CUDA-L1's H100 release, as for reports/claims-h100), compute-sanitizer and ncu
-# beside nvcc:
+# CUDA-L1's H100 release (L1=FILE, default .gpu/h100.json as for reports/claims-h100, else
+# shared/corpora/cuda-l1/h100.json), compute-sanitizer and ncu beside nvcc:
 #   OUT=DIR bash reports/sanitize-h100/run.sh LIMIT_S
 # Runs on one GPU (GPU=N, default 0; SANDBOX=off to tell the sandbox's part in a profiler's
 # failure from the tool's), one after another, each an `eval --resume` that a later
@@ -57,7 +57,9 @@ tree planted tests/fixtures/gpu $R/memory_oob_scratch_write.py $R/memory_shared_
 tree planted benchmarks/example/gpu $R/honest_cuda.py
 tree corpus benchmarks/example/gpu $(cd benchmarks/example/gpu && find . -name '*.py' | sed 's|^\./||')
 tree corpus tests/fixtures/gpu $(cd tests/fixtures/gpu && find . -name '*.py' ! -name 'memory_*' | sed 's|^\./||')
-[ -d "$W/cl1" ] || $k import cuda-l1 .gpu/h100.json "$W/cl1" > "$W/import.txt" 2>&1
+l1=${L1:-.gpu/h100.json}
+[ -f "$l1" ] || l1=shared/corpora/cuda-l1/h100.json
+[ -d "$W/cl1" ] || $k import cuda-l1 "$l1" "$W/cl1" > "$W/import.txt" 2>&1
 run() {  # NAME TREE [flags]: one eval, done once it ends within its limit (exit code 0 or 1)
   local name=$1 dir=$2
   shift 2
