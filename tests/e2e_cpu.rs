@@ -709,6 +709,33 @@ fn a_task_too_large_for_the_cpu_is_skipped_and_a_run_of_nothing_fails_the_gate()
     );
 }
 
+/// `--profile ncu` profiles GPU kernels: on the CPU it is refused before anything runs (before
+/// the tool is looked for), and nothing is written.
+#[test]
+fn profile_ncu_is_refused_on_the_cpu() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("subs/level1/19_ReLU");
+    std::fs::create_dir_all(&tree).unwrap();
+    let honest = root().join("benchmarks/example/cpu/level1/19_ReLU/honest_cpp.py");
+    std::fs::copy(&honest, tree.join("honest_cpp.py")).unwrap();
+    let refused = Command::new(env!("CARGO_BIN_EXE_kbench"))
+        .arg("eval")
+        .arg(tmp.path().join("subs"))
+        .args(["--device", "cpu", "--profile", "ncu", "--python"])
+        .arg(python())
+        .arg("--out")
+        .arg(tmp.path().join("refused"))
+        .output()
+        .expect("run kbench");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("--profile ncu profiles GPU kernels"),
+        "{said}"
+    );
+    assert!(!tmp.path().join("refused/results.json").exists());
+}
+
 /// `--sanitize` through a stand-in compute-sanitizer (tests/fixtures/tools: it logs one report in
 /// a kernel no submission has, then runs the worker it was given): each of the four tools starts
 /// a worker of its own that loads the build and runs a trial, its log is read back, the report is
