@@ -486,6 +486,15 @@ fn profiler(args: &EvalArgs, device: Device) -> Result<Option<PathBuf>> {
     })
 }
 
+/// The precision's name and its default tolerance (atol and rtol alike).
+fn precision(arg: PrecisionArg) -> (&'static str, f64) {
+    match arg {
+        PrecisionArg::Fp32 => ("fp32", 1e-4),
+        PrecisionArg::Fp16 => ("fp16", 1e-2),
+        PrecisionArg::Bf16 => ("bf16", 1e-2),
+    }
+}
+
 fn absolute(p: &Path) -> Result<PathBuf> {
     std::path::absolute(p).map_err(|e| Error::read(p, e))
 }
@@ -503,11 +512,7 @@ impl Config {
             .as_ref()
             .map_or("bundled".into(), |p| p.display().to_string());
         let (device, gpus) = devices(args, probe, &python)?;
-        let (precision, tolerance) = match args.precision {
-            PrecisionArg::Fp32 => ("fp32", 1e-4),
-            PrecisionArg::Fp16 => ("fp16", 1e-2),
-            PrecisionArg::Bf16 => ("bf16", 1e-2),
-        };
+        let (precision, tolerance) = precision(args.precision);
         check_numbers(args)?;
         let timeouts = timeouts(args)?;
         let lock_clocks = lock_clocks(args, device)?;
@@ -516,8 +521,6 @@ impl Config {
         let run_id = chrono::Local::now().format("run-%Y%m%d-%H%M%S").to_string();
         let out = out_dir(args, &run_id)?;
         let seed = seed(args)?;
-        let sanitizer = sanitizer(args)?;
-        let profiler = profiler(args, device)?;
         let gpu_use = if args.dedicated {
             GpuUse::Dedicated
         } else {
@@ -540,8 +543,8 @@ impl Config {
             trials: args.trials,
             kernelbench_tolerance: args.kernelbench_tolerance.unwrap_or(tolerance),
             kernelbench_eval: args.kernelbench_eval,
-            sanitizer,
-            profiler,
+            sanitizer: sanitizer(args)?,
+            profiler: profiler(args, device)?,
             ci_target: args.ci_target,
             max_samples: args.max_samples,
             budget: Duration::from_secs_f64(args.budget),

@@ -92,31 +92,38 @@ pub fn checks(python: &str, probe: Result<&Probe, &Error>, device: Device) -> Ve
         found: text(&facts.cutlass),
         fix: "only for kbench import cuda-l2's kernels: pip install --no-deps -r requirements-cuda-l2.txt (nvidia-cutlass's headers; offline: pip install --no-deps its wheel), or set CUTLASS_DIR to a CUTLASS checkout",
     });
-    let sanitizer = crate::sanitizer::find();
-    out.push(Check {
-        name: "compute-sanitizer",
-        ok: sanitizer.is_some(),
-        needed: false,
-        found: sanitizer.map_or("not found".into(), |p| p.display().to_string()),
-        fix: "only for eval --sanitize: it comes with the CUDA toolkit (CUDA_HOME/bin); put it on PATH",
-    });
-    let ncu = crate::nsight::find();
-    out.push(Check {
-        name: "ncu",
-        ok: ncu.is_some(),
-        needed: false,
-        found: ncu.map_or("not found".into(), |p| p.display().to_string()),
-        fix: "only for eval --profile ncu: Nsight Compute comes with the CUDA toolkit (CUDA_HOME/bin); put it on PATH",
-    });
-    let nvml = nvml_driver();
-    out.push(Check {
-        name: "NVML",
-        ok: nvml.is_ok(),
-        needed: false,
-        found: nvml.map_or_else(|e| e, |v| format!("driver {v}")),
-        fix: "install the NVIDIA driver (libnvidia-ml.so); without it kbench records no driver or clock telemetry",
-    });
+    out.extend(host_tools());
     out
+}
+
+/// The optional tools of the host: the CUDA toolkit's sanitizer and profiler, and NVML.
+fn host_tools() -> [Check; 3] {
+    let sanitizer = crate::sanitizer::find();
+    let ncu = crate::nsight::find();
+    let nvml = nvml_driver();
+    [
+        Check {
+            name: "compute-sanitizer",
+            ok: sanitizer.is_some(),
+            needed: false,
+            found: sanitizer.map_or("not found".into(), |p| p.display().to_string()),
+            fix: "only for eval --sanitize: it comes with the CUDA toolkit (CUDA_HOME/bin); put it on PATH",
+        },
+        Check {
+            name: "ncu",
+            ok: ncu.is_some(),
+            needed: false,
+            found: ncu.map_or("not found".into(), |p| p.display().to_string()),
+            fix: "only for eval --profile ncu: Nsight Compute comes with the CUDA toolkit (CUDA_HOME/bin); put it on PATH",
+        },
+        Check {
+            name: "NVML",
+            ok: nvml.is_ok(),
+            needed: false,
+            found: nvml.map_or_else(|e| e, |v| format!("driver {v}")),
+            fix: "install the NVIDIA driver (libnvidia-ml.so); without it kbench records no driver or clock telemetry",
+        },
+    ]
 }
 
 /// Whether torch sees a GPU, and which.

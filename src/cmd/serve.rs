@@ -64,6 +64,59 @@ pub fn run(args: &ServeArgs) -> Result<Exit> {
         "requests in flight were not recorded".into(),
     )
     .map_err(Error::Other)?;
+    let shared = set_up(args)?;
+    let service = Service::start(shared, args.queue as usize, args.max_source_bytes)?;
+    let server = tiny_http::Server::http(args.listen)
+        .map_err(|e| Error::Usage(format!("listen on {}: {e}", args.listen)))?;
+    let bound = server
+        .server_addr()
+        .to_ip()
+        .ok_or_else(|| Error::Other("read the address the service listens on".into()))?;
+    println!("http://{bound}");
+    let _ = std::io::stdout().flush();
+    let announced = args
+        .announce
+        .as_ref()
+        .map(|file| {
+            announce_at(
+                file,
+                &url(bound, args.advertise.as_deref(), service.place()),
+            )
+        })
+        .transpose()?;
+    announce(&service, args.queue, token.is_some());
+    let service = Arc::new(service);
+    let answering = Arc::new(serve::http::Answering::default());
+    let closed = AtomicBool::new(false);
+    // Requests are answered until the end, while draining too: a 503 that says so, not a
+    // connection left hanging.
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            serve::http::serve(
+                &server,
+                &service,
+                token.as_deref(),
+                &stop,
+                &closed,
+                &answering,
+            )
+        });
+        while !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if let Some(file) = &announced {
+            let _ = std::fs::remove_file(file);
+        }
+        let stopped = shut_down(&service, &answering);
+        closed.store(true, Ordering::SeqCst);
+        stopped
+    })?;
+    Ok(Exit::gate(true))
+}
+
+/// Everything the service's backends share, set up as `eval` sets up a run: the tasks, the
+/// probe, the resolved config, the task facts, the confinement and the instance's place.
+fn set_up(args: &ServeArgs) -> Result<serve::Shared> {
     let run = &args.run;
     if args.instance.is_some() && run.seed.is_none() && run.seed_file.is_none() {
         return Err(Error::Usage(
@@ -112,53 +165,7 @@ pub fn run(args: &ServeArgs) -> Result<Exit> {
         ceilings,
         place,
     };
-    let service = Service::start(shared, args.queue as usize, args.max_source_bytes)?;
-    let server = tiny_http::Server::http(args.listen)
-        .map_err(|e| Error::Usage(format!("listen on {}: {e}", args.listen)))?;
-    let bound = server
-        .server_addr()
-        .to_ip()
-        .ok_or_else(|| Error::Other("read the address the service listens on".into()))?;
-    println!("http://{bound}");
-    let _ = std::io::stdout().flush();
-    let announced = args
-        .announce
-        .as_ref()
-        .map(|file| {
-            announce_at(
-                file,
-                &url(bound, args.advertise.as_deref(), service.place()),
-            )
-        })
-        .transpose()?;
-    announce(&service, args.queue, token.is_some());
-    let service = Arc::new(service);
-    let answering = Arc::new(serve::http::Answering::default());
-    let closed = AtomicBool::new(false);
-    // Requests are answered until the end, while draining too: a 503 that says so, not a
-    // connection left hanging.
-    std::thread::scope(|scope| {
-        scope.spawn(|| {
-            serve::http::serve(
-                &server,
-                &service,
-                token.as_deref(),
-                &stop,
-                &closed,
-                &answering,
-            )
-        });
-        while !stop.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        if let Some(file) = &announced {
-            let _ = std::fs::remove_file(file);
-        }
-        let stopped = shut_down(&service, &answering);
-        closed.store(true, Ordering::SeqCst);
-        stopped
-    })?;
-    Ok(Exit::gate(true))
+    Ok(shared)
 }
 
 /// The service's URL for clients on other hosts: `--advertise`'s host, else the node's name in

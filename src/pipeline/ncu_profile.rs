@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::cuda_tools;
 use crate::lanes::Gate;
 use crate::nsight::{self, Kernel, NcuProfile};
 use crate::record::{Check, Outcome};
@@ -182,24 +183,9 @@ fn csv_name(kept: &Path, out: &Path) -> String {
     csv.strip_prefix(out).unwrap_or(&csv).display().to_string()
 }
 
-/// The worker's command line run by the tool, its CSV log at `log` (as the worker sees it), the
-/// venv's tools (ninja) on PATH as for the worker run alone.
+/// The worker's command line run by the tool, its CSV log at `log` (as the worker sees it).
 fn under(tool: &Path, log: &Path, spec: Spawn) -> Spawn {
-    let mut args = nsight::args(log);
-    args.push(spec.python.clone());
-    args.extend(spec.args.iter().cloned());
-    let venv = Path::new(&spec.python).parent().map(Path::to_path_buf);
-    let host = std::env::var_os("PATH").unwrap_or_default();
-    let path = std::env::join_paths(venv.into_iter().chain(std::env::split_paths(&host)));
-    let wrapped = Spawn {
-        python: tool.display().to_string(),
-        args,
-        ..spec
-    };
-    match path {
-        Ok(path) => wrapped.env("PATH", path.to_string_lossy()),
-        Err(_) => wrapped,
-    }
+    cuda_tools::run_under(tool, nsight::args(log), spec)
 }
 
 /// The kernels of a run's log where its call finished; else why not (the log's first line of

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::cuda_tools;
 use crate::lanes::Gate;
 use crate::record::{Check, Outcome};
 use crate::sanitizer::{self, Judged, Tool};
@@ -174,25 +175,10 @@ impl<S: Spawner> Sanitize<'_, S> {
 }
 
 /// The candidate worker's command line run by `tool` (`sanitizer` the executable), its log at
-/// `log` (as the worker sees it), with PyTorch's caching allocator off, and the venv's tools
-/// (ninja) on PATH as for the worker run alone.
+/// `log` (as the worker sees it), with PyTorch's caching allocator off.
 fn under(sanitizer: &Path, tool: Tool, log: &Path, spec: Spawn) -> Spawn {
-    let mut args = tool.args(log);
-    args.push(spec.python.clone());
-    args.extend(spec.args.iter().cloned());
-    let venv = Path::new(&spec.python).parent().map(Path::to_path_buf);
-    let host = std::env::var_os("PATH").unwrap_or_default();
-    let path = std::env::join_paths(venv.into_iter().chain(std::env::split_paths(&host)));
-    let wrapped = Spawn {
-        python: sanitizer.display().to_string(),
-        args,
-        ..spec
-    }
-    .env("PYTORCH_NO_CUDA_MEMORY_CACHING", "1");
-    match path {
-        Ok(path) => wrapped.env("PATH", path.to_string_lossy()),
-        Err(_) => wrapped,
-    }
+    cuda_tools::run_under(sanitizer, tool.args(log), spec)
+        .env("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")
 }
 
 /// What one tool's run left: its log (or why it could not be read), and what ended the trial

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::record::RunRecord;
+use crate::record::{Evaluation, RunRecord};
 
 #[derive(Serialize)]
 struct Row<'a> {
@@ -144,81 +144,90 @@ pub fn render(record: &RunRecord) -> Result<Vec<u8>> {
         w.write_record(COLUMNS).map_err(fail)?;
     }
     let (config_hash, gpu) = (record.config.hash(), record.environment.gpu_names());
-    let env = &record.environment;
     for e in &record.evaluations {
-        let timing = e.timing.as_ref();
-        let compile = timing.and_then(|t| t.compile.as_ref());
-        let published = record.published.as_ref().and_then(|p| p.row(e));
-        let compared = published.map(|p| crate::published::compare(e, p));
-        let ncu = e.ncu.as_ref();
-        let mine = ncu.map(|n| crate::nsight::summarize(&n.candidate));
-        let theirs = ncu.map(|n| crate::nsight::summarize(&n.reference));
-        w.serialize(Row {
-            level: e.task.level,
-            problem_id: e.task.number,
-            task: &e.task_name,
-            submission: &e.file,
-            sample: e.sample,
-            sha256: &e.sha256,
-            verdict: e.verdict.as_str(),
-            correct: e.verdict.is_correct(),
-            ref_ms: timing.map(|t| t.reference.median_ms),
-            kernel_ms: timing.map(|t| t.candidate.median_ms),
-            speedup: timing.map(|t| t.speedup),
-            speedup_ci_low: timing.map(|t| t.speedup_ci_low),
-            speedup_ci_high: timing.map(|t| t.speedup_ci_high),
-            label: timing.map(|t| t.label.as_str()),
-            mean_ratio: timing.map(|t| t.mean_ratio),
-            compile_ms: compile.map(|b| b.reference.median_ms),
-            speedup_vs_compile: compile.map(|b| b.speedup),
-            speedup_vs_compile_ci_low: compile.map(|b| b.speedup_ci_low),
-            speedup_vs_compile_ci_high: compile.map(|b| b.speedup_ci_high),
-            sol_ms: timing.and_then(|t| t.sol_ms),
-            percent_sol: timing.and_then(|t| t.percent_sol),
-            ref_percent_sol: timing.and_then(|t| t.reference_percent_sol),
-            timing_invalid: timing.map(|t| t.invalid),
-            max_abs_diff: e
-                .trials
-                .iter()
-                .filter_map(|t| t.max_abs_diff)
-                .reduce(f64::max),
-            trials_passed: e.trials.iter().filter(|t| t.correct).count(),
-            build_cache_hit: e.build.as_ref().map(|b| b.cache_hit),
-            task_flags: e.task_flags.join(";"),
-            reason: &e.reason,
-            published_speedup: published.and_then(|p| p.speedup),
-            published_speedup_vs_compile: published.and_then(|p| p.speedup_vs_compile),
-            published_correct: published.and_then(|p| p.correct),
-            published_class: compared.as_ref().map(|c| c.class.as_str()),
-            run_id: &record.run_id,
-            kbench_version: &record.kbench_version,
-            config_hash: &config_hash,
-            gpu: &gpu,
-            driver: env.driver.as_deref().unwrap_or_default(),
-            torch: env.torch.as_deref().unwrap_or_default(),
-            cuda: env.torch_cuda.as_deref().unwrap_or_default(),
-            kernelbench_correct: e.kernelbench_correct,
-            kernelbench_tolerance: record.config.kernelbench_tolerance,
-            kernelbench_needed: e.kernelbench_needed,
-            published_system: compared.as_ref().map(|c| c.system.clone()),
-            published_evidence: compared.map(|c| c.evidence),
-            request_id: e.served.as_ref().and_then(|s| s.id.as_deref()),
-            served_instance: e.served.as_ref().map(|s| s.instance.as_str()),
-            served_node: e.served.as_ref().map(|s| s.node.as_str()),
-            served_gpu: e.served.as_ref().and_then(|s| s.gpu),
-            ncu_launches: mine.map(|m| m.launches),
-            ncu_own_launches: mine.map(|m| m.own),
-            ncu_ms: mine.and_then(|m| m.ms),
-            ncu_occupancy_pct: mine.and_then(|m| m.occupancy_pct),
-            ncu_sm_pct: mine.and_then(|m| m.sm_pct),
-            ncu_dram_pct: mine.and_then(|m| m.dram_pct),
-            ncu_flop_per_byte: mine.and_then(|m| m.flop_per_byte),
-            ncu_ref_ms: theirs.and_then(|t| t.ms),
-        })
-        .map_err(fail)?;
+        w.serialize(row(record, e, (&config_hash, &gpu)))
+            .map_err(fail)?;
     }
     w.into_inner()
         .map_err(|e| Error::Other(format!("write CSV: {e}")))
+}
+
+/// The row of `e`, one of `record`'s evaluations (the run's config hash and GPU names given).
+fn row<'a>(
+    record: &'a RunRecord,
+    e: &'a Evaluation,
+    (config_hash, gpu): (&'a str, &'a str),
+) -> Row<'a> {
+    let env = &record.environment;
+    let timing = e.timing.as_ref();
+    let compile = timing.and_then(|t| t.compile.as_ref());
+    let published = record.published.as_ref().and_then(|p| p.row(e));
+    let compared = published.map(|p| crate::published::compare(e, p));
+    let ncu = e.ncu.as_ref();
+    let mine = ncu.map(|n| crate::nsight::summarize(&n.candidate));
+    let theirs = ncu.map(|n| crate::nsight::summarize(&n.reference));
+    Row {
+        level: e.task.level,
+        problem_id: e.task.number,
+        task: &e.task_name,
+        submission: &e.file,
+        sample: e.sample,
+        sha256: &e.sha256,
+        verdict: e.verdict.as_str(),
+        correct: e.verdict.is_correct(),
+        ref_ms: timing.map(|t| t.reference.median_ms),
+        kernel_ms: timing.map(|t| t.candidate.median_ms),
+        speedup: timing.map(|t| t.speedup),
+        speedup_ci_low: timing.map(|t| t.speedup_ci_low),
+        speedup_ci_high: timing.map(|t| t.speedup_ci_high),
+        label: timing.map(|t| t.label.as_str()),
+        mean_ratio: timing.map(|t| t.mean_ratio),
+        compile_ms: compile.map(|b| b.reference.median_ms),
+        speedup_vs_compile: compile.map(|b| b.speedup),
+        speedup_vs_compile_ci_low: compile.map(|b| b.speedup_ci_low),
+        speedup_vs_compile_ci_high: compile.map(|b| b.speedup_ci_high),
+        sol_ms: timing.and_then(|t| t.sol_ms),
+        percent_sol: timing.and_then(|t| t.percent_sol),
+        ref_percent_sol: timing.and_then(|t| t.reference_percent_sol),
+        timing_invalid: timing.map(|t| t.invalid),
+        max_abs_diff: e
+            .trials
+            .iter()
+            .filter_map(|t| t.max_abs_diff)
+            .reduce(f64::max),
+        trials_passed: e.trials.iter().filter(|t| t.correct).count(),
+        build_cache_hit: e.build.as_ref().map(|b| b.cache_hit),
+        task_flags: e.task_flags.join(";"),
+        reason: &e.reason,
+        published_speedup: published.and_then(|p| p.speedup),
+        published_speedup_vs_compile: published.and_then(|p| p.speedup_vs_compile),
+        published_correct: published.and_then(|p| p.correct),
+        published_class: compared.as_ref().map(|c| c.class.as_str()),
+        run_id: &record.run_id,
+        kbench_version: &record.kbench_version,
+        config_hash,
+        gpu,
+        driver: env.driver.as_deref().unwrap_or_default(),
+        torch: env.torch.as_deref().unwrap_or_default(),
+        cuda: env.torch_cuda.as_deref().unwrap_or_default(),
+        kernelbench_correct: e.kernelbench_correct,
+        kernelbench_tolerance: record.config.kernelbench_tolerance,
+        kernelbench_needed: e.kernelbench_needed,
+        published_system: compared.as_ref().map(|c| c.system.clone()),
+        published_evidence: compared.map(|c| c.evidence),
+        request_id: e.served.as_ref().and_then(|s| s.id.as_deref()),
+        served_instance: e.served.as_ref().map(|s| s.instance.as_str()),
+        served_node: e.served.as_ref().map(|s| s.node.as_str()),
+        served_gpu: e.served.as_ref().and_then(|s| s.gpu),
+        ncu_launches: mine.map(|m| m.launches),
+        ncu_own_launches: mine.map(|m| m.own),
+        ncu_ms: mine.and_then(|m| m.ms),
+        ncu_occupancy_pct: mine.and_then(|m| m.occupancy_pct),
+        ncu_sm_pct: mine.and_then(|m| m.sm_pct),
+        ncu_dram_pct: mine.and_then(|m| m.dram_pct),
+        ncu_flop_per_byte: mine.and_then(|m| m.flop_per_byte),
+        ncu_ref_ms: theirs.and_then(|t| t.ms),
+    }
 }
 
 #[cfg(test)]
