@@ -95,10 +95,10 @@ fi
 
 # The tables: the expected verdicts of the files each run evaluated.
 t=benchmarks/corpus_table.py
-grep -E "memory_|^\"level1/19_ReLU/honest_cuda.py\"" tests/fixtures/gpu/expected.toml \
+grep -E "19_ReLU/memory_|^\"level1/19_ReLU/honest_cuda.py\"" tests/fixtures/gpu/expected.toml \
   benchmarks/example/gpu/expected.toml -h > "$W/planted-off.toml"
 grep -h "^\"level1/19_ReLU/honest_cuda.py\"" benchmarks/example/gpu/expected.toml > "$W/control.toml"
-grep -v "memory_" tests/fixtures/gpu/expected.toml > "$W/corpus.toml"
+grep -v "19_ReLU/memory_" tests/fixtures/gpu/expected.toml > "$W/corpus.toml"
 table() {  # NAME TOML...
   local name=$1
   shift
