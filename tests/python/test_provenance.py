@@ -93,3 +93,17 @@ def test_fingerprints_compare_bits_in_logical_order():
     negative_zero[1] = -0.0
     assert provenance.fingerprint(negative_zero) != provenance.fingerprint(torch.zeros(4))
     assert provenance.fingerprint(torch.tensor([True, False])) != provenance.fingerprint(torch.tensor([False, True]))
+
+
+def test_a_compiler_s_fake_tensors_alive_in_the_process_do_not_stop_the_trace():
+    """torch.compile leaves fake tensors alive after it compiles; the trace skips them (no
+    memory of their own) instead of raising, which had made the check skip, after minutes on
+    a large task, in every process that compiled anything."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        fake = torch.ones(1000)
+    assert provenance.fingerprint(fake) is None
+    traced = provenance.library_output(lambda: own_copy(torch.addmm(B, X, W.t()).clamp_min_(0)), lambda: None)
+    assert provenance.judge([traced])[0] == "fail", traced
+    del fake

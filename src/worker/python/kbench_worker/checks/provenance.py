@@ -31,6 +31,7 @@ import gc
 import weakref
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
@@ -54,8 +55,9 @@ def _flat_bits(t):
 def fingerprint(t):
     """(dtype, elements, hash) of a dense tensor's contents: a sum of its elements' bits, each
     times an odd weight its position gives, modulo 2**64 (int64 arithmetic wraps); None for
-    tensors without plain strided memory."""
-    if t.layout != torch.strided or t.device.type == "meta":
+    tensors without memory of their own: not strided, on the meta device, or a compiler's fake
+    tensor (torch.compile leaves some alive, and an op on one beside a real tensor raises)."""
+    if t.layout != torch.strided or t.device.type == "meta" or issubclass(type(t), FakeTensor):
         return None
     raw = _flat_bits(t)
     total = 0
@@ -85,8 +87,10 @@ def _alive():
         if issubclass(type(obj), torch.Tensor) and id(obj) not in found:
             try:
                 found[id(obj)] = (weakref.ref(obj), fingerprint(obj), "given")
-            except (RuntimeError, TypeError):
-                pass  # no readable memory, or no weak reference: never given
+            except Exception:
+                # No readable memory, no weak reference, or a subclass whose ops raise: never
+                # given. One such tensor anywhere in the process must not stop the trace.
+                pass
     return found
 
 
