@@ -17,14 +17,14 @@
 #                pass, each with `profile.ncu` and its kernels (a `skip` says why not); where
 #                nothing was profiled, planted-ncu-open runs the same with --sandbox off, and the
 #                corpus and sample runs under --profile ncu are left out;
-#   corpus-on    the GPU corpus (benchmarks/example/gpu and tests/fixtures/gpu, the planted
-#                errors aside) with --sanitize: every verdict as without it (expected.toml): no
-#                honest kernel flagged;
-#   corpus-ncu   the same corpus with --profile ncu: each passing or timed evaluation's kernels
-#                and the reference's (results.json `ncu`, results.csv `ncu_*`, report.html's
-#                roofline); every verdict as without it;
-#   sample-on, sample-ncu  a CUDA-L1 sample (level1/32, 1/19, 1/22, 2/12, 3/2, 1/1, 2/76) with
-#                --sanitize, then with --profile ncu.
+#   corpus-both  the GPU corpus (benchmarks/example/gpu and tests/fixtures/gpu, the planted
+#                errors aside) with --sanitize and --profile ncu in one pass: every verdict as
+#                without them (expected.toml): no honest kernel flagged; each passing or timed
+#                evaluation's kernels and the reference's (results.json `ncu`, results.csv
+#                `ncu_*`, report.html's roofline); each option's cost in cost.tsv's columns;
+#                corpus-on, --sanitize alone, where planted-ncu profiled nothing;
+#   sample-both  a CUDA-L1 sample (level1/32, 1/19, 1/22, 2/12, 3/2, 1/1, 2/76) the same way
+#                (sample-on where planted-ncu profiled nothing).
 # To OUT: each run's console (its wall time last), results.json.gz, results.csv, report.html,
 # the workers' and tools' logs (NAME.logs.tgz), the corpus tables (NAME.table.md) and cost.tsv:
 # each evaluation's seconds and the seconds of its sanitizer.* and profile.ncu checks, the cost
@@ -84,13 +84,13 @@ profiled() {  # NAME: whether any evaluation of the run holds the tool's kernels
     "$W/$1/results.json" 2>/dev/null
 }
 profiled planted-ncu || SANDBOX=off run planted-ncu-open "$W/planted" --profile ncu --timeout-call 30 --timeout-load 120
-run corpus-on "$W/corpus" --sanitize
+# Both options in one pass over the corpus and the sample: each check's seconds tell their costs.
 if profiled planted-ncu; then
-  run corpus-ncu "$W/corpus" --profile ncu
-fi
-run sample-on "$W/cl1/submissions" "${sample[@]}" --sanitize
-if profiled planted-ncu; then
-  run sample-ncu "$W/cl1/submissions" "${sample[@]}" --profile ncu
+  run corpus-both "$W/corpus" --sanitize --profile ncu
+  run sample-both "$W/cl1/submissions" "${sample[@]}" --sanitize --profile ncu
+else
+  run corpus-on "$W/corpus" --sanitize
+  run sample-on "$W/cl1/submissions" "${sample[@]}" --sanitize
 fi
 
 # The tables: the expected verdicts of the files each run evaluated.
@@ -109,8 +109,8 @@ table planted-on tests/fixtures/gpu/expected-sanitize.toml "$W/control.toml"
 table planted-ncu "$W/planted-off.toml"
 table planted-ncu-open "$W/planted-off.toml"
 table corpus-on benchmarks/example/gpu/expected.toml "$W/corpus.toml"
-table corpus-ncu benchmarks/example/gpu/expected.toml "$W/corpus.toml"
-for name in planted-off planted-on planted-ncu planted-ncu-open corpus-on corpus-ncu sample-on sample-ncu; do
+table corpus-both benchmarks/example/gpu/expected.toml "$W/corpus.toml"
+for name in planted-off planted-on planted-ncu planted-ncu-open corpus-on corpus-both sample-on sample-both; do
   d=$W/$name
   cp "$d.console.txt" "$OUT/" 2>/dev/null
   [ -f "$d/results.json" ] || continue
