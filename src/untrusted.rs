@@ -8,8 +8,9 @@
 //! component at a time (`openat` with `O_NOFOLLOW | O_DIRECTORY`), so a link anywhere below that
 //! folder is refused, not only at the path's end. A folder confined submission code writes (a
 //! build folder, a workspace) is walked the same way, from its own descriptor (`walk`), and
-//! handed to the sandbox's uid through descriptors (`chown_tree`): a link counts as a link and is
-//! never followed, a FIFO is seen and never read. This module owns those rules and nothing else.
+//! handed to the sandbox's uid through descriptors (`chown_tree`), or its regular files copied
+//! (`copy_tree`): a link counts as a link and is never followed, a FIFO is seen and never read.
+//! This module owns those rules and nothing else.
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -245,6 +246,52 @@ fn kind(t: FileType) -> &'static str {
         FileType::Symlink => "a symbolic link",
         _ => "not a regular file",
     }
+}
+
+/// Copy the regular files under the folder `from` into the folder `to` (made where missing, and
+/// the folders between, none through a link), each with its permission bits (no set-id bit) and
+/// its times, so that a build copied this way is as up to date as where it lies. Links, FIFOs,
+/// sockets and devices are left out, never opened or followed; past `cap` bytes in all the copy
+/// stops with an error, what it made so far left for the caller to remove.
+pub fn copy_tree(from: &Path, to: &Path, cap: u64) -> io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    let mut left = cap;
+    let mut failed = None;
+    walk(from, &mut |rel, entry| {
+        if failed.is_some() {
+            return;
+        }
+        if let Entry::File(file) = entry {
+            match copy_file(file, to, rel, &mut left) {
+                Ok(true) => {}
+                Ok(false) => failed = Some(io::Error::other(format!("more than {cap} bytes"))),
+                Err(e) => failed = Some(e),
+            }
+        }
+    })?;
+    failed.map_or(Ok(()), Err)
+}
+
+/// One file of `copy_tree`, open at `file`, to `rel` beneath `to`, out of the `left` bytes:
+/// false where it held more.
+fn copy_file(file: File, to: &Path, rel: &Path, left: &mut u64) -> io::Result<bool> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = file.metadata()?;
+    let (dir, name) = descend(to, rel, true)?;
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut copy = File::from(rfs::openat(&dir, name, flags, Mode::from_raw_mode(0o600))?);
+    let copied = io::copy(&mut file.take(*left + 1), &mut copy)?;
+    if copied > *left {
+        return Ok(false);
+    }
+    *left -= copied;
+    copy.set_permissions(std::fs::Permissions::from_mode(
+        meta.permissions().mode() & 0o777,
+    ))?;
+    let times = std::fs::FileTimes::new()
+        .set_accessed(meta.accessed()?)
+        .set_modified(meta.modified()?);
+    copy.set_times(times).map(|()| true)
 }
 
 /// Give the folder `root` and everything in it to `uid`:`gid`, through descriptors: a link is
@@ -506,5 +553,37 @@ mod tests {
             me,
             "a linked folder was given away"
         );
+    }
+
+    #[test]
+    fn a_copied_tree_holds_its_regular_files_as_they_were_and_nothing_else() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, outside) = planted();
+        let a = dir.path().join("a.so");
+        std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::new(1_000_000, 123);
+        let f = File::options().write(true).open(&a).unwrap();
+        f.set_times(std::fs::FileTimes::new().set_modified(old))
+            .unwrap();
+        let to = tempfile::tempdir().unwrap();
+        let copy = to.path().join("build");
+        copy_tree(dir.path(), &copy, 1 << 20).unwrap();
+        let mut found = Vec::new();
+        walk(&copy, &mut |rel, _| found.push(rel.display().to_string())).unwrap();
+        // The links and the FIFO are left out; a linked folder is not copied from.
+        assert_eq!(found, ["a.so", "sub/b.o"]);
+        assert_eq!(std::fs::read(copy.join("a.so")).unwrap(), b"object");
+        let meta = std::fs::metadata(copy.join("a.so")).unwrap();
+        assert_eq!(meta.modified().unwrap(), old, "its time kept");
+        assert_eq!(
+            meta.permissions().mode() & 0o7777,
+            0o755,
+            "its bits, no set-id"
+        );
+        assert!(outside.path().join("secret").exists());
+        // Past the cap: an error (the caller removes what was made).
+        let small = to.path().join("small");
+        let e = copy_tree(dir.path(), &small, 6).unwrap_err();
+        assert!(e.to_string().contains("more than 6 bytes"), "{e}");
     }
 }

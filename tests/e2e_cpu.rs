@@ -738,7 +738,8 @@ fn profile_ncu_is_refused_on_the_cpu() {
 
 /// `--sanitize` through a stand-in compute-sanitizer (tests/fixtures/tools: it logs one report in
 /// a kernel no submission has, then runs the worker it was given): each of the four tools starts
-/// a worker of its own that loads the build and runs a trial, its log is read back, the report is
+/// a worker of its own that loads the build (a copy, the four side by side, found built) and runs
+/// a trial, its log is read back, the report is
 /// a library's and changes no verdict (on the CPU no kernel is profiled as the submission's own:
 /// each check says there was nothing of its own to check), and the run records the setting. Without the tool,
 /// `--sanitize` is refused before anything runs.
@@ -791,14 +792,24 @@ fn sanitize_runs_each_tool_and_keeps_a_library_s_report_apart() {
             "{evidence}"
         );
         let log = format!("sanitizer-{tool}.log");
+        let kept = eval["logs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|l| l.as_str())
+            .find(|l| l.ends_with(&log))
+            .unwrap_or_else(|| panic!("no {log}: {}", eval["logs"]));
+        // The tools run side by side, each with a copy of the build where confined: each
+        // worker finds it built (as many ninja steps after the import as before).
+        let text = std::fs::read_to_string(out.join(kept)).unwrap();
+        let steps: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("ninja steps so far"))
+            .map(|l| l.split(": ").last().unwrap())
+            .collect();
         assert!(
-            eval["logs"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|l| l.as_str().unwrap().ends_with(&log)),
-            "{}",
-            eval["logs"]
+            steps.len() >= 2 && steps.iter().all(|s| *s == steps[0]),
+            "{text}"
         );
     }
     let record: serde_json::Value =

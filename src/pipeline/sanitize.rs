@@ -1,11 +1,12 @@
 //! `--sanitize`: memory errors the value checks cannot see. Where an evaluation is correct so
 //! far (pass, no_kernel, contract), the candidate's kernels run once more on one trial (trial
 //! 0's seeds, at the task's small size: the tools slow a kernel down a hundredfold and more)
-//! under each of compute-sanitizer's tools in turn (`sanitizer::Tool::ALL`), each in
-//! a fresh candidate worker the tool starts, confined as any candidate (the tool runs inside the
-//! sandbox and writes its log to the worker's exchange folder), with PyTorch's caching allocator
-//! off (`PYTORCH_NO_CUDA_MEMORY_CACHING`: each tensor its own allocation, so an access past one
-//! is outside every allocation, where memcheck sees it). The reference never runs under it.
+//! under each of compute-sanitizer's tools side by side (`sanitizer::Tool::ALL`), each in a
+//! fresh candidate worker the tool starts with a copy of the build (`workspace::lend_copy`),
+//! confined as any candidate (the tool runs inside the sandbox and writes its log to the
+//! worker's exchange folder), with PyTorch's caching allocator off
+//! (`PYTORCH_NO_CUDA_MEMORY_CACHING`: each tensor its own allocation, so an access past one is
+//! outside every allocation, where memcheck sees it). The reference never runs under it.
 //!
 //! A report in a kernel of the submission's own (named as the profiled call named them,
 //! `reference_ops::Launches::own`) makes the evaluation `incorrect`: the check of that tool
@@ -36,7 +37,7 @@ use super::load::{Alone, Workers};
 use super::pair::Companion;
 use super::spawn::Spawner;
 use super::stage::{ask, exchange, log_path};
-use super::workspace::lend;
+use super::workspace::lend_copy;
 
 /// The log's name in the exchange folder.
 const LOG: &str = "sanitizer.log";
@@ -62,8 +63,8 @@ pub(super) struct Sanitize<'w, S: Spawner> {
 
 impl<S: Spawner> Sanitize<'_, S> {
     /// `cause`, or, where it is correct so far and a tool reports an error in a kernel of the
-    /// submission's own, that error (`incorrect`, under the tool's check); each tool's check
-    /// joins the evaluation's.
+    /// submission's own, that error (`incorrect`, under the check of the first such tool in
+    /// `Tool::ALL`'s order); every tool's check joins the evaluation's.
     pub(super) fn sanitize(
         &self,
         (task, sub): (&Task, &Submission),
@@ -81,37 +82,47 @@ impl<S: Spawner> Sanitize<'_, S> {
         }
         enter(Phase::Sanitizer);
         let own = own_kernels(eval);
-        for tool in Tool::ALL {
-            let started = Instant::now();
-            let ran = self.run(tool, (task, sub), slot, eval);
-            let seconds = started.elapsed().as_secs_f64();
-            eval.phases.after_timing_s += seconds;
-            let (check, error) = judged(tool, ran, &own, seconds);
-            eval.checks.push(check);
-            if let Some(error) = error {
-                let wrong = Box::new(Cause::Wrong(error));
-                return Cause::Within(tool.check().to_string(), wrong);
-            }
+        let started = Instant::now();
+        let runs = {
+            let gate = Arc::clone(&self.gate.lock().expect("gate lock"));
+            let _hold = gate.enter(self.alone);
+            // The tools side by side, each in a worker of its own with a copy of the build.
+            std::thread::scope(|scope| {
+                let running = Tool::ALL.map(|tool| {
+                    scope.spawn(move || {
+                        let started = Instant::now();
+                        let (ran, log) = self.run(tool, (task, sub), slot);
+                        (tool, ran, log, started.elapsed().as_secs_f64())
+                    })
+                });
+                running.map(|run| run.join().expect("a sanitizer run panicked"))
+            })
+        };
+        eval.phases.after_timing_s += started.elapsed().as_secs_f64();
+        let mut ran = Vec::new();
+        for (tool, run, log, seconds) in runs {
+            eval.logs.extend(log);
+            ran.push((tool, run, seconds));
         }
+        let (checks, cause) = concluded(ran, &own, cause);
+        eval.checks.extend(checks);
         cause
     }
 
     /// One trial under `tool` in a fresh candidate worker it starts: the tool's log, or what
-    /// ended the trial first (with the log as far as it got).
+    /// ended the trial first (with the log as far as it got); and the worker's log's name in the
+    /// record, once it has one.
     fn run(
         &self,
         tool: Tool,
         (task, sub): (&Task, &Submission),
         slot: usize,
-        eval: &mut Gathered,
-    ) -> Ran {
+    ) -> (Ran, Option<String>) {
         let workers = self.workers;
         let confinement = &workers.confinement;
-        let gate = Arc::clone(&self.gate.lock().expect("gate lock"));
-        let _hold = gate.enter(self.alone);
         let exchange = match exchange(confinement) {
             Ok(exchange) => exchange,
-            Err(e) => return Ran::ended(Cause::Unready(e)),
+            Err(e) => return (Ran::ended(Cause::Unready(e)), None),
         };
         let seen = confinement.seen(exchange.dir.path());
         let started = workers.start_wrapped(slot, &exchange, |spec| {
@@ -123,7 +134,7 @@ impl<S: Spawner> Sanitize<'_, S> {
             workspace,
         } = match started {
             Ok(companion) => companion,
-            Err(e) => return Ran::ended(Cause::Unready(e)),
+            Err(e) => return (Ran::ended(Cause::Unready(e)), None),
         };
         let (kept, rel) = log_path(
             &workers.config.out,
@@ -131,8 +142,7 @@ impl<S: Spawner> Sanitize<'_, S> {
             &format!("sanitizer-{}", tool.name()),
         );
         let _ = std::fs::rename(log, kept);
-        eval.logs.push(rel);
-        let lent = lend(confinement, self.home.clone(), workspace);
+        let lent = lend_copy(confinement, &self.home, workspace);
         let trial = lent
             .as_ref()
             .map_err(|e| Cause::Unready(e.clone()))
@@ -151,10 +161,11 @@ impl<S: Spawner> Sanitize<'_, S> {
         let log =
             crate::untrusted::read_regular_beneath(exchange.dir.path(), Path::new(LOG), LOG_CAP)
                 .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
-        Ran {
+        let ran = Ran {
             log,
             ended: trial.err(),
-        }
+        };
+        (ran, Some(rel))
     }
 
     /// Trial 0's seeds through the candidate once, at the task's small size, its outputs kept in
@@ -195,6 +206,28 @@ impl Ran {
             ended: Some(cause),
         }
     }
+}
+
+/// Each tool's check, and the evaluation's cause: the error of the first tool in `Tool::ALL`'s
+/// order that saw one in a kernel of the submission's own (`incorrect` under that tool's
+/// check), else `cause`.
+fn concluded(ran: Vec<(Tool, Ran, f64)>, own: &[String], cause: Cause) -> (Vec<Check>, Cause) {
+    let mut checks = Vec::new();
+    let mut first = None;
+    for (tool, ran, seconds) in ran {
+        let (check, error) = judged(tool, ran, own, seconds);
+        checks.push(check);
+        if first.is_none() {
+            first = error.map(|error| (tool, error));
+        }
+    }
+    let cause = match first {
+        Some((tool, error)) => {
+            Cause::Within(tool.check().to_string(), Box::new(Cause::Wrong(error)))
+        }
+        None => cause,
+    };
+    (checks, cause)
 }
 
 /// The submission's own kernels, as its profiled call named them.
@@ -345,6 +378,41 @@ mod tests {
             "{}",
             check.evidence
         );
+    }
+
+    #[test]
+    fn every_tool_is_judged_and_the_first_to_see_an_error_decides() {
+        let own = ["relu_scratch_off_by_one(float const*, float*, float*, long, int)".to_string()];
+        let clean = "========= ERROR SUMMARY: 0 errors\n";
+        let ran = |log: &str| ran(log, None);
+        // Racecheck and initcheck both see the error: racecheck comes first in `Tool::ALL`.
+        let runs = vec![
+            (Tool::Memcheck, ran(clean), 1.0),
+            (Tool::Racecheck, ran(OOB), 1.0),
+            (Tool::Initcheck, ran(OOB), 1.0),
+            (Tool::Synccheck, ran(clean), 1.0),
+        ];
+        // A cause correct so far: a contract breach, which an error outranks.
+        let so_far = || Cause::Contract("a breach".into());
+        let (checks, cause) = concluded(runs, &own, so_far());
+        let outcomes: Vec<_> = checks.iter().map(|c| (c.name.clone(), c.outcome)).collect();
+        assert_eq!(
+            outcomes,
+            [
+                (Tool::Memcheck.check(), Outcome::Pass),
+                (Tool::Racecheck.check(), Outcome::Fail),
+                (Tool::Initcheck.check(), Outcome::Fail),
+                (Tool::Synccheck.check(), Outcome::Pass),
+            ]
+        );
+        let Cause::Within(check, wrong) = cause else {
+            panic!("not incorrect: {cause:?}");
+        };
+        assert_eq!(check, "sanitizer.racecheck");
+        assert!(matches!(*wrong, Cause::Wrong(_)));
+        let clean_runs = Tool::ALL.map(|tool| (tool, ran(clean), 1.0));
+        let (_, cause) = concluded(clean_runs.into(), &own, so_far());
+        assert!(matches!(cause, Cause::Contract(_)), "{cause:?}");
     }
 
     #[test]

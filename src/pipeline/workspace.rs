@@ -38,10 +38,11 @@ const SOURCE_SEEN: &str = "/kbench/src";
 /// whatever it left there) when dropped.
 pub(super) struct Workspace(tempfile::TempDir);
 
-/// A submission's build folder lent to a workspace for one evaluation, moved back when dropped.
+/// A submission's build folder lent to a workspace for one evaluation, moved back once settled;
+/// or a copy of it (`home` None), which goes with the workspace.
 pub(super) struct Lent {
     workspace: Workspace,
-    home: PathBuf,
+    home: Option<PathBuf>,
 }
 
 impl Workspace {
@@ -77,10 +78,10 @@ impl Lent {
     /// the build folder goes back home; else it is dropped with the workspace, since a process
     /// still alive could write into it after the move.
     pub(super) fn settle(self, gone: bool) {
-        if gone {
+        if let (true, Some(home)) = (gone, &self.home) {
             // Where the build folder is back already (an identical file was built again
             // meanwhile), the rename fails and the lent copy goes with the workspace.
-            let _ = std::fs::rename(self.workspace.build(), &self.home);
+            let _ = std::fs::rename(self.workspace.build(), home);
         }
     }
 }
@@ -125,7 +126,41 @@ pub(super) fn lend(
         other => other,
     };
     moved.map_err(|e| format!("lend {} to the candidate: {e}", home.display()))?;
-    Ok(Some(Lent { workspace, home }))
+    Ok(Some(Lent {
+        workspace,
+        home: Some(home),
+    }))
+}
+
+/// The most a build folder's copy may hold (`lend_copy`).
+const COPY_CAP: u64 = 1 << 30;
+
+/// Lend a copy of the build folder `home` to `workspace`, for workers that run beside one
+/// another (`--sanitize`'s tools): its regular files with their times, so the build is found
+/// up to date (`untrusted::copy_tree`), given to the sandbox's uid; `home` stays where it is and
+/// the copy goes with the workspace. An empty folder where `home` is missing or cannot be
+/// copied whole (the candidate then builds there itself). Nothing where unconfined.
+pub(super) fn lend_copy(
+    confinement: &Confinement,
+    home: &Path,
+    workspace: Option<Workspace>,
+) -> Result<Option<Lent>, String> {
+    let Some(workspace) = workspace else {
+        return Ok(None);
+    };
+    let lent = workspace.build();
+    if crate::untrusted::copy_tree(home, &lent, COPY_CAP).is_err() {
+        let _ = std::fs::remove_dir_all(&lent);
+        std::fs::create_dir(&lent)
+            .map_err(|e| format!("make the build folder {}: {e}", lent.display()))?;
+    }
+    confinement
+        .give(&lent)
+        .map_err(|e| format!("lend a copy of {} to the candidate: {e}", home.display()))?;
+    Ok(Some(Lent {
+        workspace,
+        home: None,
+    }))
 }
 
 /// Where workers see the build folder `dir`.
