@@ -251,22 +251,28 @@ fn kind(t: FileType) -> &'static str {
 /// Copy the regular files under the folder `from` into the folder `to` (made where missing, and
 /// the folders between, none through a link), each with its permission bits (no set-id bit) and
 /// its times, so that a build copied this way is as up to date as where it lies. Links, FIFOs,
-/// sockets and devices are left out, never opened or followed; past `cap` bytes in all the copy
-/// stops with an error, what it made so far left for the caller to remove.
-pub fn copy_tree(from: &Path, to: &Path, cap: u64) -> io::Result<()> {
+/// sockets and devices are left out, never opened or followed; past `cap`'s bytes or files in all
+/// the copy stops with an error, what it made so far left for the caller to remove.
+pub fn copy_tree(from: &Path, to: &Path, cap: (u64, usize)) -> io::Result<()> {
     std::fs::create_dir_all(to)?;
-    let mut left = cap;
+    let (mut left, mut files) = cap;
     let mut failed = None;
     walk(from, &mut |rel, entry| {
+        let Entry::File(file) = entry else {
+            return;
+        };
         if failed.is_some() {
             return;
         }
-        if let Entry::File(file) = entry {
-            match copy_file(file, to, rel, &mut left) {
-                Ok(true) => {}
-                Ok(false) => failed = Some(io::Error::other(format!("more than {cap} bytes"))),
-                Err(e) => failed = Some(e),
-            }
+        if files == 0 {
+            failed = Some(io::Error::other(format!("more than {} files", cap.1)));
+            return;
+        }
+        files -= 1;
+        match copy_file(file, to, rel, &mut left) {
+            Ok(true) => {}
+            Ok(false) => failed = Some(io::Error::other(format!("more than {} bytes", cap.0))),
+            Err(e) => failed = Some(e),
         }
     })?;
     failed.map_or(Ok(()), Err)
@@ -567,7 +573,7 @@ mod tests {
             .unwrap();
         let to = tempfile::tempdir().unwrap();
         let copy = to.path().join("build");
-        copy_tree(dir.path(), &copy, 1 << 20).unwrap();
+        copy_tree(dir.path(), &copy, (1 << 20, 10)).unwrap();
         let mut found = Vec::new();
         walk(&copy, &mut |rel, _| found.push(rel.display().to_string())).unwrap();
         // The links and the FIFO are left out; a linked folder is not copied from.
@@ -581,9 +587,10 @@ mod tests {
             "its bits, no set-id"
         );
         assert!(outside.path().join("secret").exists());
-        // Past the cap: an error (the caller removes what was made).
-        let small = to.path().join("small");
-        let e = copy_tree(dir.path(), &small, 6).unwrap_err();
+        // Past the cap, in bytes or in files: an error (the caller removes what was made).
+        let e = copy_tree(dir.path(), &to.path().join("bytes"), (6, 10)).unwrap_err();
         assert!(e.to_string().contains("more than 6 bytes"), "{e}");
+        let e = copy_tree(dir.path(), &to.path().join("files"), (1 << 20, 1)).unwrap_err();
+        assert!(e.to_string().contains("more than 1 files"), "{e}");
     }
 }

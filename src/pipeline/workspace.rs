@@ -132,8 +132,8 @@ pub(super) fn lend(
     }))
 }
 
-/// The most a build folder's copy may hold (`lend_copy`).
-const COPY_CAP: u64 = 1 << 30;
+/// The most a build folder's copy may hold (`lend_copy`): bytes, files.
+const COPY_CAP: (u64, usize) = (1 << 30, 100_000);
 
 /// Lend a copy of the build folder `home` to `workspace`, for workers that run beside one
 /// another (`--sanitize`'s tools): its regular files with their times, so the build is found
