@@ -209,13 +209,27 @@ fn names(dir: &OwnedFd) -> io::Result<Vec<std::ffi::CString>> {
     Ok(names)
 }
 
+/// How deep a walked folder may nest: a tree deeper than this is refused, not walked (each level
+/// holds a descriptor and a frame of the walk).
+const MAX_DEPTH: usize = 64;
+
 /// Every entry under the folder `root`, depth first in name order, as its path relative to
-/// `root` and what it is; folders are descended into, never reported. Nothing is followed.
+/// `root` and what it is; folders are descended into, never reported. Nothing is followed. A
+/// regular file with another hard link is reported as such, never opened (a link made to a file
+/// elsewhere would hand its contents on); folders nested deeper than `MAX_DEPTH` are an error.
 pub fn walk(root: &Path, visit: &mut dyn FnMut(&Path, Entry)) -> io::Result<()> {
     walk_fd(&open_dir(root)?, PathBuf::new(), visit)
 }
 
+/// The error for a folder nested deeper than `MAX_DEPTH`.
+fn too_deep() -> io::Error {
+    io::Error::other(format!("folders nested more than {MAX_DEPTH} deep"))
+}
+
 fn walk_fd(dir: &OwnedFd, rel: PathBuf, visit: &mut dyn FnMut(&Path, Entry)) -> io::Result<()> {
+    if rel.components().count() > MAX_DEPTH {
+        return Err(too_deep());
+    }
     for name in names(dir)? {
         let path = rel.join(OsStr::from_bytes(name.as_bytes()));
         let fd = match rfs::openat(dir, name.as_c_str(), READ, Mode::empty()) {
@@ -228,8 +242,12 @@ fn walk_fd(dir: &OwnedFd, rel: PathBuf, visit: &mut dyn FnMut(&Path, Entry)) -> 
             Err(Errno::NOENT) => continue,
             Err(e) => return Err(e.into()),
         };
-        match FileType::from_raw_mode(rfs::fstat(&fd)?.st_mode) {
+        let st = rfs::fstat(&fd)?;
+        match FileType::from_raw_mode(st.st_mode) {
             FileType::Directory => walk_fd(&fd, path, visit)?,
+            FileType::RegularFile if st.st_nlink > 1 => {
+                visit(&path, Entry::Other("a file with another hard link"))
+            }
             FileType::RegularFile => visit(&path, Entry::File(File::from(fd))),
             other => visit(&path, Entry::Other(kind(other))),
         }
@@ -301,13 +319,17 @@ fn copy_file(file: File, to: &Path, rel: &Path, left: &mut u64) -> io::Result<bo
 }
 
 /// Give the folder `root` and everything in it to `uid`:`gid`, through descriptors: a link is
-/// given itself (never what it points to), and a folder swapped for a link while this walks is
-/// not entered. What is theirs already is left as it is.
+/// given itself (never what it points to), a file with another hard link is not given (that
+/// would give the other name's file too), and a folder swapped for a link while this walks is
+/// not entered. What is theirs already is left as it is; deeper than `MAX_DEPTH`, an error.
 pub fn chown_tree(root: &Path, uid: u32, gid: u32) -> io::Result<()> {
-    chown_fd(&open_dir(root)?, uid, gid)
+    chown_fd(&open_dir(root)?, uid, gid, 0)
 }
 
-fn chown_fd(dir: &OwnedFd, uid: u32, gid: u32) -> io::Result<()> {
+fn chown_fd(dir: &OwnedFd, uid: u32, gid: u32, depth: usize) -> io::Result<()> {
+    if depth > MAX_DEPTH {
+        return Err(too_deep());
+    }
     let owner = |st: &rfs::Stat| st.st_uid != uid || st.st_gid != gid;
     let (u, g) = (Some(rfs::Uid::from_raw(uid)), Some(rfs::Gid::from_raw(gid)));
     if owner(&rfs::fstat(dir)?) {
@@ -321,12 +343,12 @@ fn chown_fd(dir: &OwnedFd, uid: u32, gid: u32) -> io::Result<()> {
         };
         if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
             match rfs::openat(dir, name.as_c_str(), FOLDER, Mode::empty()) {
-                Ok(sub) => chown_fd(&sub, uid, gid)?,
+                Ok(sub) => chown_fd(&sub, uid, gid, depth + 1)?,
                 // Swapped for a link or a file since: not entered.
                 Err(Errno::LOOP | Errno::NOTDIR) => {}
                 Err(e) => return Err(e.into()),
             }
-        } else if owner(&st) {
+        } else if owner(&st) && st.st_nlink <= 1 {
             rfs::chownat(dir, name.as_c_str(), u, g, AtFlags::SYMLINK_NOFOLLOW)?;
         }
     }
@@ -592,5 +614,43 @@ mod tests {
         assert!(e.to_string().contains("more than 6 bytes"), "{e}");
         let e = copy_tree(dir.path(), &to.path().join("files"), (1 << 20, 1)).unwrap_err();
         assert!(e.to_string().contains("more than 1 files"), "{e}");
+    }
+
+    #[test]
+    fn a_hard_linked_file_is_neither_read_nor_given_and_a_deep_tree_is_refused() {
+        use std::os::unix::fs::MetadataExt;
+        let (dir, outside) = planted();
+        // A second name for a file outside: its contents must not be handed on, nor its owner changed.
+        std::fs::hard_link(outside.path().join("secret"), dir.path().join("hard")).unwrap();
+        let mut seen = Vec::new();
+        walk(dir.path(), &mut |rel, entry| {
+            if let Entry::Other(kind) = entry {
+                seen.push(format!("{}={kind}", rel.display()));
+            }
+        })
+        .unwrap();
+        assert!(
+            seen.contains(&"hard=a file with another hard link".to_string()),
+            "{seen:?}"
+        );
+        let to = tempfile::tempdir().unwrap();
+        copy_tree(dir.path(), &to.path().join("copy"), (1 << 20, 10)).unwrap();
+        assert!(!to.path().join("copy/hard").exists());
+        let me = rustix::process::geteuid().as_raw();
+        let other = if me == 0 { 65534 } else { me };
+        chown_tree(dir.path(), other, other).unwrap();
+        let secret = std::fs::metadata(outside.path().join("secret")).unwrap();
+        assert_eq!(secret.uid(), me, "a hard link's file was given away");
+        // Folders nested past the limit: an error, not a walk as deep as the tree goes.
+        let deep = tempfile::tempdir().unwrap();
+        let mut p = deep.path().to_path_buf();
+        for _ in 0..=MAX_DEPTH + 1 {
+            p.push("d");
+        }
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::write(p.join("f"), b"x").unwrap();
+        let e = walk(deep.path(), &mut |_, _| {}).unwrap_err();
+        assert!(e.to_string().contains("more than 64 deep"), "{e}");
+        assert!(chown_tree(deep.path(), other, other).is_err());
     }
 }
