@@ -62,9 +62,9 @@ table{border-collapse:collapse;margin:.3em 0 1em;font-size:90%}td,th{border:1px 
 padding:3px 6px;text-align:left;vertical-align:top}th{background:#f4f4f4;font-weight:600}\
 table.sortable th{cursor:pointer;position:sticky;top:0}\
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
-table.evaluations{width:100%;font-size:85%}td.task{min-width:8em}td.file{min-width:10em}\
-td.reason{min-width:12em}td.task,td.file,td.reason,code{overflow-wrap:anywhere}\
-td.verdict,td.label,td.ci{white-space:nowrap}\
+table.evaluations,table.published{width:100%;font-size:85%}td.task{min-width:8em}\
+td.file{min-width:10em}td.reason{min-width:12em}table.published td.reason{min-width:24em}td.task,td.file,td.reason,code{overflow-wrap:anywhere}\
+td.verdict,td.label,td.ci,td.short{white-space:nowrap}\
 td.logs a{display:block}code{white-space:pre-wrap}.wide{overflow-x:auto}\
 .facts{display:grid;grid-template-columns:repeat(auto-fit,minmax(480px,1fr));gap:0 2em}\
 .plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:1em}\
@@ -407,15 +407,21 @@ fn published_tables(page: &mut String, index: usize, p: &PublishedSummary) {
     );
     for c in &p.comparisons {
         page.push_str("<tr class=\"comparison\">");
-        for v in [
-            c.task.as_str(),
-            &c.file,
-            &c.system,
-            c.verdict.as_str(),
-            c.class.as_str(),
-            &c.evidence,
+        // Long task and file names wrap, so the evidence keeps room to be read.
+        let verdict = format!("short v-{}", c.verdict.as_str());
+        for (class, v) in [
+            ("task", c.task.as_str()),
+            ("file", &c.file),
+            ("short", &c.system),
+            (&verdict, c.verdict.as_str()),
+            ("short", c.class.as_str()),
+            ("reason", &c.evidence),
         ] {
-            let _ = write!(page, "<td data-v=\"{v}\">{v}</td>", v = escape(v));
+            let _ = write!(
+                page,
+                "<td class=\"{class}\" data-v=\"{v}\">{v}</td>",
+                v = escape(v)
+            );
         }
         page.push_str("</tr>");
     }
@@ -986,7 +992,8 @@ mod tests {
     }
 
     /// With `--published`, the claims per system, then each comparison with its class and
-    /// evidence; the system's name is the import's, and escaped like any record string.
+    /// evidence (in a column kept wide: names wrap); the system's name is the import's, and
+    /// escaped like any record string.
     #[test]
     fn published_claims_are_tabled_per_system() {
         let mut record = crate::published::tests::compared_record();
@@ -1006,6 +1013,11 @@ mod tests {
             .filter(|e| e.0 == "tr" && attr(e, "class") == Some("comparison"))
             .count();
         assert_eq!(compared, 4);
+        // Names wrap and the evidence gets a column wide enough to read.
+        let start = page.find("<table class=\"sortable published\"").unwrap();
+        let rows = &page[start..start + page[start..].find("</table>").unwrap()];
+        assert_eq!(rows.matches("<td class=\"reason\"").count(), 4);
+        assert_eq!(rows.matches("<td class=\"task\"").count(), 4);
         for text in [
             "<td>&lt;b&gt;sys&lt;/b&gt;</td><td class=\"num\">1</td>",
             "<td>cuda-l1</td><td class=\"num\">2</td>",
