@@ -18,6 +18,10 @@
 //! a rename of a name only kbench can change, and only once every process of the candidate has
 //! ended (`Lent::settle`).
 //!
+//! Workers that run side by side on one submission (`--sanitize`'s tools) cannot share the one
+//! build folder a move lends: each gets a copy instead (`lend_copy`), its regular files with their
+//! times so that it is found built, and the build folder stays where it lies.
+//!
 //! Unconfined, the workers see the build folder where it lies and nothing is lent.
 
 use std::os::unix::fs::PermissionsExt;
