@@ -348,9 +348,32 @@ fn chown_fd(dir: &OwnedFd, uid: u32, gid: u32, depth: usize) -> io::Result<()> {
                 Err(Errno::LOOP | Errno::NOTDIR) => {}
                 Err(e) => return Err(e.into()),
             }
-        } else if owner(&st) && st.st_nlink <= 1 {
-            rfs::chownat(dir, name.as_c_str(), u, g, AtFlags::SYMLINK_NOFOLLOW)?;
+        } else {
+            chown_entry(dir, name.as_c_str(), (u, g), &owner)?;
         }
+    }
+    Ok(())
+}
+
+/// Give the entry `name` of `dir` (not a folder) through a descriptor of the entry itself
+/// (`O_PATH`, the link where it is one), unless it is given already or has another hard link:
+/// the link count is read from the inode that is then given, so swapping a hard link in for the
+/// name meanwhile gives nothing away.
+fn chown_entry(
+    dir: &OwnedFd,
+    name: &std::ffi::CStr,
+    (u, g): (Option<rfs::Uid>, Option<rfs::Gid>),
+    owner: &dyn Fn(&rfs::Stat) -> bool,
+) -> io::Result<()> {
+    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = match rfs::openat(dir, name, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    let st = rfs::fstat(&fd)?;
+    if owner(&st) && st.st_nlink <= 1 {
+        rfs::chownat(&fd, c"", u, g, AtFlags::EMPTY_PATH)?;
     }
     Ok(())
 }
@@ -567,7 +590,7 @@ mod tests {
         let me = rustix::process::geteuid().as_raw();
         let to = if me == 0 { 65534 } else { me };
         chown_tree(dir.path(), to, to).unwrap();
-        for p in ["a.so", "sub", "sub/b.o", "fifo"] {
+        for p in ["a.so", "sub", "sub/b.o", "fifo", "link", "sub/folder"] {
             assert_eq!(
                 std::fs::symlink_metadata(dir.path().join(p)).unwrap().uid(),
                 to,
