@@ -11,11 +11,9 @@
 //! upstream's eval costs (inputs and weights made on the CPU: a minute on tasks with large
 //! inputs), so it is asked for, not run by default. kbench's verdict is not touched.
 
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
-use crate::lanes::Gate;
 use crate::record::{Check, Outcome};
 use crate::submission::Submission;
 use crate::task::Task;
@@ -23,9 +21,10 @@ use crate::verdict::{Cause, Verdict};
 use crate::worker::request::KernelbenchTrial;
 use crate::worker::CheckName;
 
+use super::alone::Alone;
 use super::backend::Phase;
 use super::gathered::Gathered;
-use super::load::{self, Workers};
+use super::load;
 use super::pair::Pair;
 use super::spawn::Spawner;
 use super::stage::{ask, log_path};
@@ -75,17 +74,6 @@ fn needed(eval: &Gathered, asked: bool) -> bool {
 struct Found {
     verdict: Option<(bool, f64)>,
     evidence: String,
-}
-
-/// What KernelBench's trials alone take from the evaluator: its workers, the slot's gate and
-/// whether the task takes the GPU alone, and the submission's build folder (`home`, lent to
-/// the candidate) with its workers' environment (`env`).
-pub(super) struct Alone<'w, S: Spawner> {
-    pub workers: &'w Workers<'w, S>,
-    pub gate: &'w Mutex<Arc<Gate>>,
-    pub alone: bool,
-    pub home: PathBuf,
-    pub env: Vec<(String, String)>,
 }
 
 impl<S: Spawner> Alone<'_, S> {

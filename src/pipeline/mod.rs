@@ -11,11 +11,13 @@
 //! - `build`: the `Builder` (the compile pool's builds, the cache, where workers see a build);
 //! - `verify`, `evidence`, `decide`, `annotate`: the trials, the profiled call's evidence, the
 //!   verdict, and what the run adds, each taking what it needs;
+//! - `alone`: what those stages take from the evaluator, and a candidate run by a CUDA tool;
 //! - `workspace`, `stage`, `spawn`, `sizing`, `replies`: where confined workers write, what
 //!   crosses between the workers, how workers start, the task's size, the replies read.
 //!
 //! This file declares and re-exports only.
 
+mod alone;
 mod annotate;
 mod backend;
 mod build;

@@ -1,10 +1,11 @@
 //! `--profile ncu`: why a kernel is fast or slow. Where an evaluation passed or was timed, the
 //! candidate's forward runs once more under Nsight Compute (`nsight`) in a fresh candidate
-//! worker the tool starts, confined as any candidate and loaded as its trials were (the task's
-//! size), and the reference's forward in a fresh reference worker the same way (trusted: not
-//! confined), each call bracketed by cudaProfilerStart and cudaProfilerStop so that only its
-//! kernels are profiled, outside every timed round and after them. The tool reads counters only
-//! (`--clock-control none`: the clocks stay as the run found them).
+//! worker the tool starts (`Alone::under_tool`), confined as any candidate and loaded as its
+//! trials were (the task's size), and the reference's forward in a fresh reference worker the
+//! same way (trusted: not confined), each call bracketed by cudaProfilerStart and
+//! cudaProfilerStop so that only its kernels are profiled, outside every timed round and after
+//! them. The tool reads counters only (`--clock-control none`: the clocks stay as the run found
+//! them).
 //!
 //! Each kernel's figures (duration, achieved occupancy, SM and DRAM throughput as a share of
 //! peak, FLOPs and DRAM bytes) are kept in `Evaluation::ncu`, the candidate's own kernels marked
@@ -13,12 +14,11 @@
 //! (`skip`: the tool failed, or the call did).
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
 
 use crate::cuda_tools;
-use crate::lanes::Gate;
 use crate::nsight::{self, Kernel, NcuProfile};
 use crate::record::{Check, Outcome};
 use crate::sanitizer::base_name;
@@ -28,34 +28,23 @@ use crate::verdict::{Cause, Verdict};
 use crate::worker::request::ProfilerCall;
 use crate::worker::{CheckName, Spawn, Stream};
 
+use super::alone::{self, Alone, EXIT_GRACE, LOG_CAP};
 use super::backend::Phase;
 use super::gathered::Gathered;
-use super::load::{Alone, Workers};
-use super::pair::Companion;
+use super::load;
 use super::spawn::Spawner;
-use super::stage::{ask, exchange, log_path};
-use super::workspace::lend;
+use super::stage::{ask, log_path};
 
 /// The log's name in the exchange folder (the candidate's) or the run's logs (the reference's).
 const LOG: &str = "ncu.csv";
-/// The most of a log kbench reads.
-const LOG_CAP: u64 = 4 << 20;
 /// How much longer than `--timeout-call` the profiled call may take: the tool replays each
 /// kernel once per pass its metrics need, with set-up of its own per launch (at most
 /// `nsight::MAX_LAUNCHES`), and the call runs twice.
 const SLOWDOWN: u32 = 10;
-/// How long the worker gets to exit on its own, so the tool writes its log whole.
-const EXIT_GRACE: Duration = Duration::from_secs(30);
 
-/// What the profiler's runs take from the evaluator (as the sanitizer's do): its workers, the
-/// slot's gate and whether the task takes the GPU alone, the submission's build folder (`home`)
-/// with its workers' environment (`env`), and the tool.
+/// What the profiler's runs take: what the stages alone take, and the tool.
 pub(super) struct NcuRuns<'w, S: Spawner> {
-    pub workers: &'w Workers<'w, S>,
-    pub gate: &'w Mutex<Arc<Gate>>,
-    pub alone: bool,
-    pub home: PathBuf,
-    pub env: Vec<(String, String)>,
+    pub on: Alone<'w, S>,
     pub tool: &'w Path,
 }
 
@@ -78,9 +67,9 @@ impl<S: Spawner> NcuRuns<'_, S> {
         }
         enter(Phase::KernelProfiler);
         let started = Instant::now();
-        let gate = Arc::clone(&self.gate.lock().expect("gate lock"));
+        let gate = Arc::clone(&self.on.gate.lock().expect("gate lock"));
         let (candidate, reference) = {
-            let _hold = gate.enter(self.alone);
+            let _hold = gate.enter(self.on.alone);
             let candidate = self.candidate((task, sub), slot, eval);
             (candidate, self.reference(task, sub, slot, eval))
         };
@@ -99,50 +88,32 @@ impl<S: Spawner> NcuRuns<'_, S> {
         slot: usize,
         eval: &mut Gathered,
     ) -> Ran {
-        let workers = self.workers;
-        let confinement = &workers.confinement;
-        let exchange = exchange(confinement)?;
-        let seen = confinement.seen(exchange.dir.path());
-        let started = workers.start_wrapped(slot, &exchange, |spec| {
-            under(self.tool, &seen.join(LOG), spec)
-        });
-        let Companion {
-            mut worker,
-            log,
-            workspace,
-        } = started?;
-        let (kept, rel) = log_path(&workers.config.out, sub, "ncu-candidate");
-        let _ = std::fs::rename(log, &kept);
+        let how = alone::Tool {
+            role: "ncu-candidate",
+            log: LOG,
+            wrap: &|log, spec| under(self.tool, log, spec),
+            size: load::Alone::Sized,
+        };
+        let left = self
+            .on
+            .under_tool((task, sub), slot, how, |worker, _| self.call(worker));
+        let Some((kept, rel)) = left.kept else {
+            return Err(left.ended.map_or_else(String::new, |c| c.reason()));
+        };
         eval.logs.push(rel);
-        let lent = lend(confinement, self.home.clone(), workspace);
-        let called = lent.as_ref().map_err(Clone::clone).and_then(|lent| {
-            let stage = match lent {
-                Some(lent) => lent.stage(confinement),
-                None => Ok(exchange.stage()),
-            }?;
-            let env = &self.env[..];
-            let loaded =
-                workers.load_alone((task, sub), slot, &mut worker, (&stage, env), Alone::Sized);
-            loaded.map_err(|c| c.reason())?;
-            self.call(&mut worker)
-        });
-        let gone = S::finish_within(worker, EXIT_GRACE);
-        lent.into_iter().flatten().for_each(|l| l.settle(gone));
-        let log =
-            crate::untrusted::read_regular_beneath(exchange.dir.path(), Path::new(LOG), LOG_CAP);
         // The tool's log kept beside the worker's, for the record (what it measured, or said).
-        if let Ok(bytes) = &log {
+        if let Ok(bytes) = &left.log {
             if std::fs::write(kept.with_extension("csv"), bytes).is_ok() {
-                eval.logs.push(csv_name(&kept, &workers.config.out));
+                eval.logs.push(csv_name(&kept, &self.on.workers.config.out));
             }
         }
-        kernels(called, log)
+        kernels(left.ended.map_or(Ok(()), |c| Err(c.reason())), left.log)
     }
 
     /// The reference's call under the tool, in a fresh reference worker it starts (trusted: run
     /// as kbench runs, its log in the run's logs).
     fn reference(&self, task: &Task, sub: &Submission, slot: usize, eval: &mut Gathered) -> Ran {
-        let workers = self.workers;
+        let workers = self.on.workers;
         let (kept, rel) = log_path(&workers.config.out, sub, "ncu-reference");
         let csv = kept.with_extension("csv");
         let spec = workers.reference_spec(slot, &kept);
@@ -150,8 +121,8 @@ impl<S: Spawner> NcuRuns<'_, S> {
         eval.logs.push(rel);
         let called = workers
             .load_reference(task, &mut worker)
-            .map_err(|c| c.reason())
-            .and_then(|()| self.call(&mut worker));
+            .and_then(|()| self.call(&mut worker))
+            .map_err(|c| c.reason());
         S::finish_within(worker, EXIT_GRACE);
         if csv.is_file() {
             eval.logs.push(csv_name(&kept, &workers.config.out));
@@ -164,16 +135,14 @@ impl<S: Spawner> NcuRuns<'_, S> {
     }
 
     /// The profiled call on the profiled call's seeds (`Stream::Profile`), as both roles answer it.
-    fn call(&self, worker: &mut S::Worker) -> Result<(), String> {
-        let cfg = self.workers.config;
+    fn call(&self, worker: &mut S::Worker) -> Result<(), Cause> {
+        let cfg = self.on.workers.config;
         let seed = |forward| Stream::Profile { forward }.seed(cfg.seed);
         let call = ProfilerCall {
             seed: seed(false),
             forward_seed: seed(true),
         };
-        ask(worker, call, cfg.timeouts.call * SLOWDOWN)
-            .map(drop)
-            .map_err(|c| c.reason())
+        ask(worker, call, cfg.timeouts.call * SLOWDOWN).map(drop)
     }
 }
 

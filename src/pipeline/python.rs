@@ -33,13 +33,13 @@ use crate::verdict::{Cause, ReferenceStep};
 use crate::worker::protocol::ErrorKind;
 use crate::worker::{Link, Stream};
 
+use super::alone::Alone;
 use super::annotate::Annotations;
 use super::backend::{Backend, Phase};
 use super::build::Builder;
 use super::decide;
 use super::evidence::{Evidence, Judged};
 use super::gathered::Gathered;
-use super::kernelbench::Alone;
 use super::load::{self, Workers};
 use super::ncu_profile::NcuRuns;
 use super::pair::Pair;
@@ -202,25 +202,21 @@ impl<S: Spawner> Backend for Python<'_, S> {
         };
         let cause = decide::with_build(cause, build);
         let cause = match &self.config.sanitizer {
-            Some(tool) => self.sanitizer(task, submission, slot, tool).sanitize(
-                (task, submission),
-                slot,
-                &mut eval,
-                cause,
-                enter,
-            ),
+            Some(tool) => Sanitize {
+                on: self.alone_for(task, submission, slot),
+                tool,
+            }
+            .sanitize((task, submission), slot, &mut eval, cause, enter),
             None => cause,
         };
-        self.alone_for_kernelbench(task, submission, slot)
+        self.alone_for(task, submission, slot)
             .kernelbench_environment(task, submission, slot, &mut eval, enter);
         if let Some(tool) = &self.config.profiler {
-            self.kernel_profiler(task, submission, slot, tool).profile(
-                (task, submission),
-                slot,
-                &mut eval,
-                &cause,
-                enter,
-            );
+            NcuRuns {
+                on: self.alone_for(task, submission, slot),
+                tool,
+            }
+            .profile((task, submission), slot, &mut eval, &cause, enter);
         }
         let mut eval = decide::evaluation(
             (task, submission),
@@ -280,9 +276,10 @@ impl<S: Spawner> Python<'_, S> {
             .alone(self.facts.get(&task.id).and_then(|f| f.min_bytes))
     }
 
-    /// What KernelBench's trials alone take (`kernelbench`): the workers, the slot's gate, and
-    /// the submission's build folder with its workers' environment.
-    fn alone_for_kernelbench(&self, task: &Task, sub: &Submission, slot: usize) -> Alone<'_, S> {
+    /// What the stages alone take (KernelBench's trials, the sanitizer's and the profiler's
+    /// runs): the workers, the slot's gate, and the submission's build folder with its workers'
+    /// environment.
+    fn alone_for(&self, task: &Task, sub: &Submission, slot: usize) -> Alone<'_, S> {
         let home = self.builder.build_dir(sub);
         Alone {
             workers: &self.workers,
@@ -290,56 +287,6 @@ impl<S: Spawner> Python<'_, S> {
             alone: self.alone(task),
             env: self.builder.build_env(&home),
             home,
-        }
-    }
-
-    /// What the sanitizer's runs take (`--sanitize`): as KernelBench's trials alone, and the tool.
-    fn sanitizer<'t>(
-        &'t self,
-        task: &Task,
-        sub: &Submission,
-        slot: usize,
-        tool: &'t std::path::Path,
-    ) -> Sanitize<'t, S> {
-        let Alone {
-            workers,
-            gate,
-            alone,
-            home,
-            env,
-        } = self.alone_for_kernelbench(task, sub, slot);
-        Sanitize {
-            workers,
-            gate,
-            alone,
-            home,
-            env,
-            tool,
-        }
-    }
-
-    /// What the kernel profiler's runs take (`--profile ncu`): as the sanitizer's.
-    fn kernel_profiler<'t>(
-        &'t self,
-        task: &Task,
-        sub: &Submission,
-        slot: usize,
-        tool: &'t std::path::Path,
-    ) -> NcuRuns<'t, S> {
-        let Alone {
-            workers,
-            gate,
-            alone,
-            home,
-            env,
-        } = self.alone_for_kernelbench(task, sub, slot);
-        NcuRuns {
-            workers,
-            gate,
-            alone,
-            home,
-            env,
-            tool,
         }
     }
 

@@ -2,7 +2,7 @@
 //! far (pass, no_kernel, contract), the candidate's kernels run once more on one trial (trial
 //! 0's seeds, at the task's small size: the tools slow a kernel down a hundredfold and more)
 //! under each of compute-sanitizer's tools side by side (`sanitizer::Tool::ALL`), each in a
-//! fresh candidate worker the tool starts with a copy of the build (`workspace::lend_copy`),
+//! fresh candidate worker the tool starts with a copy of the build (`Alone::under_tool`),
 //! confined as any candidate (the tool runs inside the sandbox and writes its log to the
 //! worker's exchange folder), with PyTorch's caching allocator off
 //! (`PYTORCH_NO_CUDA_MEMORY_CACHING`: each tensor its own allocation, so an access past one is
@@ -17,12 +17,11 @@
 //! knows it runs under the tool (its environment says so) can behave otherwise there, as under
 //! any dynamic tool, and can write into the log it shares a folder with; `docs/checks.md`.
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
 
 use crate::cuda_tools;
-use crate::lanes::Gate;
 use crate::record::{Check, Outcome};
 use crate::sanitizer::{self, Judged, Tool};
 use crate::submission::Submission;
@@ -31,33 +30,22 @@ use crate::verdict::{Cause, Verdict};
 use crate::worker::request::Trial;
 use crate::worker::{Spawn, Stream};
 
+use super::alone::{self, Alone};
 use super::backend::Phase;
 use super::gathered::Gathered;
-use super::load::{Alone, Workers};
-use super::pair::Companion;
+use super::load;
 use super::spawn::Spawner;
-use super::stage::{ask, exchange, log_path};
-use super::workspace::lend_copy;
+use super::stage::ask;
 
 /// The log's name in the exchange folder.
 const LOG: &str = "sanitizer.log";
-/// The most of a log kbench reads.
-const LOG_CAP: u64 = 4 << 20;
 /// How much longer than `--timeout-call` the trial's call may take under a tool (at the small
 /// size, where a hundredfold slowdown still fits).
 const SLOWDOWN: u32 = 5;
-/// How long the worker gets to exit on its own, so the tool writes its log whole.
-const EXIT_GRACE: Duration = Duration::from_secs(30);
 
-/// What the sanitizer's runs take from the evaluator (as KernelBench's trials alone do): its
-/// workers, the slot's gate and whether the task takes the GPU alone, the submission's build
-/// folder (`home`) with its workers' environment (`env`), and the tool.
+/// What the sanitizer's runs take: what the stages alone take, and the tool.
 pub(super) struct Sanitize<'w, S: Spawner> {
-    pub workers: &'w Workers<'w, S>,
-    pub gate: &'w Mutex<Arc<Gate>>,
-    pub alone: bool,
-    pub home: PathBuf,
-    pub env: Vec<(String, String)>,
+    pub on: Alone<'w, S>,
     pub tool: &'w Path,
 }
 
@@ -84,8 +72,8 @@ impl<S: Spawner> Sanitize<'_, S> {
         let own = own_kernels(eval);
         let started = Instant::now();
         let runs = {
-            let gate = Arc::clone(&self.gate.lock().expect("gate lock"));
-            let _hold = gate.enter(self.alone);
+            let gate = Arc::clone(&self.on.gate.lock().expect("gate lock"));
+            let _hold = gate.enter(self.on.alone);
             // The tools side by side, each in a worker of its own with a copy of the build.
             std::thread::scope(|scope| {
                 let running = Tool::ALL.map(|tool| {
@@ -118,60 +106,29 @@ impl<S: Spawner> Sanitize<'_, S> {
         (task, sub): (&Task, &Submission),
         slot: usize,
     ) -> (Ran, Option<String>) {
-        let workers = self.workers;
-        let confinement = &workers.confinement;
-        let exchange = match exchange(confinement) {
-            Ok(exchange) => exchange,
-            Err(e) => return (Ran::ended(Cause::Unready(e)), None),
+        let role = format!("sanitizer-{}", tool.name());
+        let how = alone::Tool {
+            role: &role,
+            log: LOG,
+            wrap: &|log, spec| under(self.tool, tool, log, spec),
+            size: load::Alone::Small,
         };
-        let seen = confinement.seen(exchange.dir.path());
-        let started = workers.start_wrapped(slot, &exchange, |spec| {
-            under(self.tool, tool, &seen.join(LOG), spec)
+        let left = self.on.under_tool((task, sub), slot, how, |worker, seen| {
+            self.trial(worker, seen)
         });
-        let Companion {
-            mut worker,
-            log,
-            workspace,
-        } = match started {
-            Ok(companion) => companion,
-            Err(e) => return (Ran::ended(Cause::Unready(e)), None),
-        };
-        let (kept, rel) = log_path(
-            &workers.config.out,
-            sub,
-            &format!("sanitizer-{}", tool.name()),
-        );
-        let _ = std::fs::rename(log, kept);
-        let lent = lend_copy(confinement, &self.home, workspace);
-        let trial = lent
-            .as_ref()
-            .map_err(|e| Cause::Unready(e.clone()))
-            .and_then(|lent| {
-                let stage = match lent {
-                    Some(lent) => lent.stage(confinement),
-                    None => Ok(exchange.stage()),
-                };
-                let stage = stage.map_err(Cause::Unready)?;
-                let env = &self.env[..];
-                workers.load_alone((task, sub), slot, &mut worker, (&stage, env), Alone::Small)?;
-                self.trial(&mut worker, &seen)
-            });
-        let gone = S::finish_within(worker, EXIT_GRACE);
-        lent.into_iter().flatten().for_each(|l| l.settle(gone));
-        let log =
-            crate::untrusted::read_regular_beneath(exchange.dir.path(), Path::new(LOG), LOG_CAP)
-                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
         let ran = Ran {
-            log,
-            ended: trial.err(),
+            log: left
+                .log
+                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned()),
+            ended: left.ended,
         };
-        (ran, Some(rel))
+        (ran, left.kept.map(|(_, rel)| rel))
     }
 
     /// Trial 0's seeds through the candidate once, at the task's small size, its outputs kept in
     /// its worker (transport `none`: nothing compares them, the tool watches the call).
     fn trial(&self, worker: &mut S::Worker, seen: &Path) -> Result<(), Cause> {
-        let cfg = self.workers.config;
+        let cfg = self.on.workers.config;
         let seed = |forward| Stream::Trial { index: 0, forward }.seed(cfg.seed);
         let trial = Trial {
             seed: seed(false),
@@ -197,15 +154,6 @@ fn under(sanitizer: &Path, tool: Tool, log: &Path, spec: Spawn) -> Spawn {
 struct Ran {
     log: std::io::Result<String>,
     ended: Option<Cause>,
-}
-
-impl Ran {
-    fn ended(cause: Cause) -> Ran {
-        Ran {
-            log: Ok(String::new()),
-            ended: Some(cause),
-        }
-    }
 }
 
 /// Each tool's check, and the evaluation's cause: the error of the first tool in `Tool::ALL`'s

@@ -18,9 +18,10 @@
 //! a rename of a name only kbench can change, and only once every process of the candidate has
 //! ended (`Lent::settle`).
 //!
-//! Workers that run side by side on one submission (`--sanitize`'s tools) cannot share the one
-//! build folder a move lends: each gets a copy instead (`lend_copy`), its regular files with their
-//! times so that it is found built, and the build folder stays where it lies.
+//! Workers run by a CUDA tool (`--sanitize`'s, side by side on one submission, and `--profile
+//! ncu`'s) cannot share the one build folder a move lends: each gets a copy instead
+//! (`lend_copy`), its regular files with their times so that it is found built, and the build
+//! folder stays where it lies.
 //!
 //! Unconfined, the workers see the build folder where it lies and nothing is lent.
 
@@ -139,8 +140,8 @@ pub(super) fn lend(
 /// The most a build folder's copy may hold (`lend_copy`): bytes, files.
 const COPY_CAP: (u64, usize) = (1 << 30, 100_000);
 
-/// Lend a copy of the build folder `home` to `workspace`, for workers that run beside one
-/// another (`--sanitize`'s tools): its regular files with their times, so the build is found
+/// Lend a copy of the build folder `home` to `workspace`, for workers a CUDA tool runs
+/// (`alone::Alone::under_tool`): its regular files with their times, so the build is found
 /// up to date (`untrusted::copy_tree`), given to the sandbox's uid; `home` stays where it is and
 /// the copy goes with the workspace. An empty folder where `home` is missing or cannot be
 /// copied whole (the candidate then builds there itself). Nothing where unconfined.
