@@ -17,14 +17,19 @@
 #                pass, each with `profile.ncu` and its kernels (a `skip` says why not); where
 #                nothing was profiled, planted-ncu-open runs the same with --sandbox off, and the
 #                corpus and sample runs under --profile ncu are left out;
-#   corpus-both  the GPU corpus (benchmarks/example/gpu and tests/fixtures/gpu, the planted
-#                errors aside) with --sanitize and --profile ncu in one pass: every verdict as
-#                without them (expected.toml): no honest kernel flagged; each passing or timed
-#                evaluation's kernels and the reference's (results.json `ncu`, results.csv
-#                `ncu_*`, report.html's roofline); each option's cost in cost.tsv's columns;
-#                corpus-on, --sanitize alone, where planted-ncu profiled nothing;
-#   sample-both  a CUDA-L1 sample (level1/32, 1/19, 1/22, 2/12, 3/2, 1/1, 2/76) the same way
-#                (sample-on where planted-ncu profiled nothing).
+#   sample-both  a CUDA-L1 sample (level1/32, 1/19, 1/22, 2/12, 3/2, 1/1, 2/76) with --sanitize
+#                and --profile ncu in one pass: each passing or timed evaluation's kernels and
+#                the reference's (results.json `ncu`, results.csv `ncu_*`, report.html's
+#                roofline); each option's cost in cost.tsv's columns (sample-on, --sanitize
+#                alone, where planted-ncu profiled nothing);
+#   corpus-both  the GPU corpus's files that both tools reach and that must pass or be timed
+#                (benchmarks/example/gpu, and tests/fixtures/gpu's files expected `pass` or
+#                `contract`, the planted errors aside) the same way: every verdict as without
+#                them (expected.toml), no honest kernel flagged (corpus-on where planted-ncu
+#                profiled nothing). The rest of the corpus ends `cheat`, `incorrect`,
+#                `runtime_error`, `timeout` or `no_kernel` before either tool would run on a
+#                kernel that is the submission's work, and is left out to spend the device time
+#                on the files the options are about.
 # To OUT: each run's console (its wall time last), results.json.gz, results.csv, report.html,
 # the workers' and tools' logs (NAME.logs.tgz), the corpus tables (NAME.table.md) and cost.tsv:
 # each evaluation's seconds and the seconds of its sanitizer.* and profile.ncu checks, the cost
@@ -55,8 +60,11 @@ R=level1/19_ReLU
 tree planted tests/fixtures/gpu $R/memory_oob_scratch_write.py $R/memory_shared_race.py \
   $R/memory_uninitialized_read.py
 tree planted benchmarks/example/gpu $R/honest_cuda.py
+# The corpus's files that must pass or be timed (the expected tables' `pass` and `contract`).
+grep -hE '^"' tests/fixtures/gpu/expected.toml | grep -v '19_ReLU/memory_' |
+  grep -E 'expected = "(pass|contract)"' > "$W/corpus.toml"
 tree corpus benchmarks/example/gpu $(cd benchmarks/example/gpu && find . -name '*.py' | sed 's|^\./||')
-tree corpus tests/fixtures/gpu $(cd tests/fixtures/gpu && find . -name '*.py' ! -name 'memory_*' | sed 's|^\./||')
+tree corpus tests/fixtures/gpu $(cut -d'"' -f2 "$W/corpus.toml")
 l1=${L1:-.gpu/h100.json}
 [ -f "$l1" ] || l1=shared/corpora/cuda-l1/h100.json
 [ -d "$W/cl1" ] || $k import cuda-l1 "$l1" "$W/cl1" > "$W/import.txt" 2>&1
@@ -86,11 +94,11 @@ profiled() {  # NAME: whether any evaluation of the run holds the tool's kernels
 profiled planted-ncu || SANDBOX=off run planted-ncu-open "$W/planted" --profile ncu --timeout-call 30 --timeout-load 120
 # Both options in one pass over the corpus and the sample: each check's seconds tell their costs.
 if profiled planted-ncu; then
-  run corpus-both "$W/corpus" --sanitize --profile ncu
   run sample-both "$W/cl1/submissions" "${sample[@]}" --sanitize --profile ncu
+  run corpus-both "$W/corpus" --sanitize --profile ncu
 else
-  run corpus-on "$W/corpus" --sanitize
   run sample-on "$W/cl1/submissions" "${sample[@]}" --sanitize
+  run corpus-on "$W/corpus" --sanitize
 fi
 
 # The tables: the expected verdicts of the files each run evaluated.
@@ -98,7 +106,6 @@ t=benchmarks/corpus_table.py
 grep -E "19_ReLU/memory_|^\"level1/19_ReLU/honest_cuda.py\"" tests/fixtures/gpu/expected.toml \
   benchmarks/example/gpu/expected.toml -h > "$W/planted-off.toml"
 grep -h "^\"level1/19_ReLU/honest_cuda.py\"" benchmarks/example/gpu/expected.toml > "$W/control.toml"
-grep -v "19_ReLU/memory_" tests/fixtures/gpu/expected.toml > "$W/corpus.toml"
 table() {  # NAME TOML...
   local name=$1
   shift
