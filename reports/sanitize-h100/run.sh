@@ -26,10 +26,11 @@
 #                (benchmarks/example/gpu, and tests/fixtures/gpu's files expected `pass` or
 #                `contract`, the planted errors aside) the same way: every verdict as without
 #                them (expected.toml), no honest kernel flagged (corpus-on where planted-ncu
-#                profiled nothing). The rest of the corpus ends `cheat`, `incorrect`,
-#                `runtime_error`, `timeout` or `no_kernel` before either tool would run on a
-#                kernel that is the submission's work, and is left out to spend the device time
-#                on the files the options are about.
+#                profiled nothing). The rest of the corpus is left out, to spend the device
+#                time on the files the options are about: it ends `cheat`, `incorrect`,
+#                `runtime_error` or `timeout`, where neither tool runs, or `no_kernel` as a
+#                library or try/except cheat whose own kernel, where it has one, is a copy or
+#                decoration.
 # To OUT: each run's console (its wall time last), results.json.gz, results.csv, report.html,
 # the workers' and tools' logs (NAME.logs.tgz), the corpus tables (NAME.table.md) and cost.tsv:
 # each evaluation's seconds and the seconds of its sanitizer.* and profile.ncu checks, the cost
