@@ -29,8 +29,8 @@
 #                profiled nothing). The rest of the corpus is left out, to spend the device
 #                time on the files the options are about: it ends `cheat`, `incorrect`,
 #                `runtime_error` or `timeout`, where neither tool runs, or `no_kernel` as a
-#                library or try/except cheat whose own kernel, where it has one, is a copy or
-#                decoration.
+#                cheat (library output, try/except, a process beside) whose own kernel, where
+#                it has one, is a copy or decoration.
 # To OUT: each run's console (its wall time last), results.json.gz, results.csv, report.html,
 # the workers' and tools' logs (NAME.logs.tgz), the corpus tables (NAME.table.md) and cost.tsv:
 # each evaluation's seconds and the seconds of its sanitizer.* and profile.ncu checks, the cost
