@@ -39,3 +39,27 @@ pub fn run_under(tool: &Path, mut args: Vec<String>, spec: Spawn) -> Spawn {
         Err(_) => wrapped,
     }
 }
+
+/// What the tools' wrapper tests share: a candidate worker's command line, and the worker's part
+/// of a wrapped one (its last four arguments).
+#[cfg(test)]
+pub mod testing {
+    use std::path::Path;
+
+    use crate::worker::Spawn;
+
+    pub fn candidate() -> Spawn {
+        Spawn::role(
+            "python3",
+            Path::new("/w"),
+            "candidate",
+            "log".into(),
+            "/out".into(),
+        )
+    }
+
+    pub fn worker_tail(wrapped: &Spawn) -> Vec<&str> {
+        let skip = wrapped.args.len().saturating_sub(4);
+        wrapped.args[skip..].iter().map(String::as_str).collect()
+    }
+}

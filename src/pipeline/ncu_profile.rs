@@ -319,28 +319,17 @@ mod tests {
 
     #[test]
     fn the_worker_runs_under_the_tool() {
-        let spec = Spawn::role(
-            "python3",
-            Path::new("/w"),
-            "candidate",
-            "log".into(),
-            "/out".into(),
-        );
+        let spec = cuda_tools::testing::candidate();
         let wrapped = under(
             Path::new("/cuda/bin/ncu"),
             Path::new("/dev/shm/ncu.csv"),
             spec,
         );
         assert_eq!(wrapped.python, "/cuda/bin/ncu");
-        let tail: Vec<&str> = wrapped
-            .args
-            .iter()
-            .rev()
-            .take(4)
-            .rev()
-            .map(String::as_str)
-            .collect();
-        assert_eq!(tail, ["python3", "-m", "kbench_worker", "candidate"]);
+        assert_eq!(
+            cuda_tools::testing::worker_tail(&wrapped),
+            ["python3", "-m", "kbench_worker", "candidate"]
+        );
         assert!(wrapped
             .args
             .windows(2)

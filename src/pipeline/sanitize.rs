@@ -365,13 +365,7 @@ mod tests {
 
     #[test]
     fn the_worker_runs_under_the_tool_with_the_caching_allocator_off() {
-        let spec = Spawn::role(
-            "python3",
-            Path::new("/w"),
-            "candidate",
-            "log".into(),
-            "/out".into(),
-        );
+        let spec = cuda_tools::testing::candidate();
         let wrapped = under(
             Path::new("/cuda/bin/compute-sanitizer"),
             Tool::Initcheck,
@@ -379,15 +373,10 @@ mod tests {
             spec,
         );
         assert_eq!(wrapped.python, "/cuda/bin/compute-sanitizer");
-        let tail: Vec<&str> = wrapped
-            .args
-            .iter()
-            .rev()
-            .take(4)
-            .rev()
-            .map(String::as_str)
-            .collect();
-        assert_eq!(tail, ["python3", "-m", "kbench_worker", "candidate"]);
+        assert_eq!(
+            cuda_tools::testing::worker_tail(&wrapped),
+            ["python3", "-m", "kbench_worker", "candidate"]
+        );
         assert!(wrapped
             .args
             .windows(2)
