@@ -836,3 +836,80 @@ fn sanitize_runs_each_tool_and_keeps_a_library_s_report_apart() {
     );
     assert!(!tmp.path().join("refused/results.json").exists());
 }
+
+/// A kernel made for the task's size may refuse the small one, where the sanitizer's trial runs:
+/// there each tool runs the trial again at the run's size, in another worker, and says so. Here
+/// the run's size is 8 rows, the tree's scale.toml makes the small size 4, and the submission
+/// refuses a row count that is not a multiple of 8.
+#[test]
+fn sanitize_runs_at_the_run_s_size_where_the_small_size_raised() {
+    let tmp = tempfile::tempdir().unwrap();
+    doubling_task(tmp.path(), "1_Rows8.py", 8, 64);
+    std::fs::write(
+        tmp.path().join("tree/level1/scale.toml"),
+        "[\"1_Rows8\"]\nsmall = { batch_size = 4 }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        tmp.path().join("sub/level1/1_Rows8.py"),
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n\
+         \x20       if x.shape[0] % 8:\n\
+         \x20           raise RuntimeError('rows8: the row count must be a multiple of 8')\n\
+         \x20       return x + x\n",
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        root().join("tests/fixtures/tools").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = tmp.path().join("run");
+    let run = Command::new(env!("CARGO_BIN_EXE_kbench"))
+        .arg("eval")
+        .arg(tmp.path().join("sub"))
+        .arg("--tasks")
+        .arg(tmp.path().join("tree"))
+        .args(["--device", "cpu", "--trials", "2", "--max-samples", "8"])
+        .args(["--timeout-call", "15", "--sanitize", "--only", "1/1"])
+        .arg("--python")
+        .arg(python())
+        .arg("--out")
+        .arg(&out)
+        .env("KBENCH_CACHE", root().join("target/kbench-test-cache"))
+        .env("PATH", &path)
+        .output()
+        .expect("run kbench");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    let eval = &evaluations(&out)["level1/1_Rows8.py"];
+    assert_eq!(eval["verdict"], "no_kernel", "{eval}");
+    for tool in ["memcheck", "racecheck", "initcheck", "synccheck"] {
+        let name = format!("sanitizer.{tool}");
+        let checks = eval["checks"].as_array().unwrap();
+        let check = checks.iter().find(|c| c["name"] == name.as_str());
+        let evidence = check.unwrap_or_else(|| panic!("no {name}: {eval}"))["evidence"]
+            .as_str()
+            .unwrap();
+        // The trial finished at the run's size: the tool's report (the stand-in's, in both logs)
+        // was read, and the small size's refusal is named.
+        assert!(
+            evidence.contains("nothing of its own to check")
+                && evidence.contains("2 report(s) in library kernels")
+                && evidence.contains(
+                    "the trial ran at the run's size, having raised at the small size \
+                     (forward: RuntimeError: rows8: the row count must be a multiple of 8)"
+                ),
+            "{evidence}"
+        );
+        let logs = eval["logs"].as_array().unwrap();
+        for log in [
+            format!("sanitizer-{tool}.log"),
+            format!("sanitizer-{tool}-sized.log"),
+        ] {
+            assert!(
+                logs.iter().any(|l| l.as_str().unwrap().ends_with(&log)),
+                "no {log}: {logs:?}"
+            );
+        }
+    }
+}

@@ -30,7 +30,10 @@
 #                time on the files the options are about: it ends `cheat`, `incorrect`,
 #                `runtime_error` or `timeout`, where neither tool runs, or `no_kernel` as a
 #                cheat (library output, try/except, a process beside) whose own kernel, where
-#                it has one, is a copy or decoration.
+#                it has one, is a copy or decoration;
+#   refused-on   tests/fixtures/gpu's honest_shape_refusal.py with --sanitize: its kernel
+#                refuses the task's small size, so each tool's trial runs again at the run's
+#                size (the evidence says so), and its kernel is checked: pass, no report.
 # To OUT: each run's console (its wall time last), results.json.gz, results.csv, report.html,
 # the workers' and tools' logs (NAME.logs.tgz), the corpus tables (NAME.table.md) and cost.tsv:
 # each evaluation's seconds and the seconds of its sanitizer.* and profile.ncu checks, the cost
@@ -61,6 +64,7 @@ R=level1/19_ReLU
 tree planted tests/fixtures/gpu $R/memory_oob_scratch_write.py $R/memory_shared_race.py \
   $R/memory_uninitialized_read.py
 tree planted benchmarks/example/gpu $R/honest_cuda.py
+tree refused tests/fixtures/gpu $R/honest_shape_refusal.py
 # The corpus's files that must pass or be timed (the expected tables' `pass` and `contract`).
 grep -hE '^"' tests/fixtures/gpu/expected.toml | grep -v '19_ReLU/memory_' |
   grep -E 'expected = "(pass|contract)"' > "$W/corpus.toml"
@@ -101,6 +105,7 @@ else
   run sample-on "$W/cl1/submissions" "${sample[@]}" --sanitize
   run corpus-on "$W/corpus" --sanitize
 fi
+run refused-on "$W/refused" --sanitize
 
 # The tables: the expected verdicts of the files each run evaluated.
 t=benchmarks/corpus_table.py
@@ -118,7 +123,9 @@ table planted-ncu "$W/planted-off.toml"
 table planted-ncu-open "$W/planted-off.toml"
 table corpus-on benchmarks/example/gpu/expected.toml "$W/corpus.toml"
 table corpus-both benchmarks/example/gpu/expected.toml "$W/corpus.toml"
-for name in planted-off planted-on planted-ncu planted-ncu-open corpus-on corpus-both sample-on sample-both; do
+grep -h "^\"level1/19_ReLU/honest_shape_refusal.py\"" tests/fixtures/gpu/expected.toml > "$W/refused.toml"
+table refused-on "$W/refused.toml"
+for name in planted-off planted-on planted-ncu planted-ncu-open corpus-on corpus-both sample-on sample-both refused-on; do
   d=$W/$name
   cp "$d.console.txt" "$OUT/" 2>/dev/null
   [ -f "$d/results.json" ] || continue

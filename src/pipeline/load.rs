@@ -356,6 +356,12 @@ impl<'a, S: Spawner> Workers<'a, S> {
         loaded.map(|_| ())
     }
 
+    /// Whether the task's small size (`Alone::Small`) is another than the run's (`Alone::Sized`).
+    pub(super) fn small_is_another(&self, task: &Task) -> bool {
+        let facts = self.facts.get(&task.id);
+        sizing::small(self.config, facts) != sizing(self.config, facts)
+    }
+
     /// The slot's kept reference for `task`, as a pair with a fresh candidate worker beside it
     /// (the oldest companion, else one started now) and the other companions, its exchange
     /// emptied of what earlier candidates left there. Before that, the slot's other kept

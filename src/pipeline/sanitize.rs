@@ -1,7 +1,7 @@
 //! `--sanitize`: memory errors the value checks cannot see. Where an evaluation is correct so
 //! far (pass, no_kernel, contract), the candidate's kernels run once more on one trial (trial
-//! 0's seeds, at the task's small size: the tools slow a kernel down a hundredfold and more)
-//! under each of compute-sanitizer's tools side by side (`sanitizer::Tool::ALL`), each in a
+//! 0's seeds, at the task's small size: the tools slow a kernel down a hundredfold and more;
+//! where the trial raised there, again at the run's size) under each of compute-sanitizer's tools side by side (`sanitizer::Tool::ALL`), each in a
 //! fresh candidate worker the tool starts with a copy of the build (`Alone::under_tool`),
 //! confined as any candidate (the tool runs inside the sandbox and writes its log to the
 //! worker's exchange folder), with PyTorch's caching allocator off
@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use crate::cuda_tools;
 use crate::record::{Check, Outcome};
-use crate::sanitizer::{self, Judged, Tool};
+use crate::sanitizer::{self, Judged, Report, Tool};
 use crate::submission::Submission;
 use crate::task::Task;
 use crate::verdict::{Cause, Verdict};
@@ -40,7 +40,7 @@ use super::stage::ask;
 /// The log's name in the exchange folder.
 const LOG: &str = "sanitizer.log";
 /// How much longer than `--timeout-call` the trial's call may take under a tool (at the small
-/// size, where a hundredfold slowdown still fits).
+/// size, where a hundredfold slowdown still fits; at the run's size it may not).
 const SLOWDOWN: u32 = 5;
 
 /// What the sanitizer's runs take: what the stages alone take, and the tool.
@@ -97,21 +97,48 @@ impl<S: Spawner> Sanitize<'_, S> {
         cause
     }
 
-    /// One trial under `tool` in a fresh candidate worker it starts: the tool's log, or what
-    /// ended the trial first (with the log as far as it got); and the worker's log's name in the
-    /// record, once it has one.
+    /// One trial under `tool` in a fresh candidate worker it starts, at the task's small size:
+    /// the tool's log, or what ended the trial first (with the log as far as it got); and the
+    /// worker's logs' names in the record, once it has them. Where the trial raised at the small
+    /// size (a kernel made for the task's size may refuse others), it runs again at the run's
+    /// size in another worker, the tool's two logs read as one (an error seen in either counts).
     fn run(
         &self,
         tool: Tool,
         (task, sub): (&Task, &Submission),
         slot: usize,
-    ) -> (Ran, Option<String>) {
+    ) -> (Ran, Vec<String>) {
         let role = format!("sanitizer-{}", tool.name());
+        let (small, small_log) = self.once(tool, (task, sub), slot, (&role, load::Alone::Small));
+        let refused = match &small.ended {
+            Some(raised @ Cause::Raised(_)) if self.on.workers.small_is_another(task) => {
+                raised.reason()
+            }
+            _ => return (small, small_log.into_iter().collect()),
+        };
+        let role = format!("{role}-sized");
+        let (sized, sized_log) = self.once(tool, (task, sub), slot, (&role, load::Alone::Sized));
+        let ran = Ran {
+            log: small.log.and_then(|a| sized.log.map(|b| a + &b)),
+            ended: sized.ended,
+            refused: Some(refused),
+        };
+        (ran, small_log.into_iter().chain(sized_log).collect())
+    }
+
+    /// One trial under `tool`, its worker's log under `role`, loaded at `size`.
+    fn once(
+        &self,
+        tool: Tool,
+        (task, sub): (&Task, &Submission),
+        slot: usize,
+        (role, size): (&str, load::Alone),
+    ) -> (Ran, Option<String>) {
         let how = alone::Tool {
-            role: &role,
+            role,
             log: LOG,
             wrap: &|log, spec| under(self.tool, tool, log, spec),
-            size: load::Alone::Small,
+            size,
         };
         let left = self.on.under_tool((task, sub), slot, how, |worker, seen| {
             self.trial(worker, seen)
@@ -121,11 +148,12 @@ impl<S: Spawner> Sanitize<'_, S> {
                 .log
                 .map(|bytes| String::from_utf8_lossy(&bytes).into_owned()),
             ended: left.ended,
+            refused: None,
         };
         (ran, left.kept.map(|(_, rel)| rel))
     }
 
-    /// Trial 0's seeds through the candidate once, at the task's small size, its outputs kept in
+    /// Trial 0's seeds through the candidate once, at the size it loaded at, its outputs kept in
     /// its worker (transport `none`: nothing compares them, the tool watches the call).
     fn trial(&self, worker: &mut S::Worker, seen: &Path) -> Result<(), Cause> {
         let cfg = self.on.workers.config;
@@ -149,11 +177,12 @@ fn under(sanitizer: &Path, tool: Tool, log: &Path, spec: Spawn) -> Spawn {
         .env("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")
 }
 
-/// What one tool's run left: its log (or why it could not be read), and what ended the trial
-/// where it did not finish.
+/// What one tool's run left: its log (or why it could not be read), what ended the trial where
+/// it did not finish, and why it ran at the run's size where the small size raised.
 struct Ran {
     log: std::io::Result<String>,
     ended: Option<Cause>,
+    refused: Option<String>,
 }
 
 /// Each tool's check, and the evaluation's cause: the error of the first tool in `Tool::ALL`'s
@@ -184,17 +213,9 @@ fn own_kernels(eval: &Gathered) -> Vec<String> {
     launches.filter(|l| l.own).map(|l| l.name.clone()).collect()
 }
 
-/// The tool's check, and the error that makes the evaluation `incorrect` where one of its
-/// reports is in a kernel of the submission's own.
-fn judged(tool: Tool, ran: Ran, own: &[String], seconds: f64) -> (Check, Option<String>) {
-    let Judged {
-        own: errors,
-        library,
-        warnings,
-    } = sanitizer::judge(
-        sanitizer::parse(ran.log.as_deref().unwrap_or_default()),
-        own,
-    );
+/// What the evidence adds after the tool's finding: the libraries' reports and the warnings,
+/// counted apart, the size the trial ran at where the small one raised, and an unread log.
+fn notes(library: &[Report], warnings: &[Report], ran: &Ran) -> Vec<String> {
     let mut notes = Vec::new();
     if let Some(first) = library.first() {
         notes.push(format!(
@@ -210,9 +231,29 @@ fn judged(tool: Tool, ran: Ran, own: &[String], seconds: f64) -> (Check, Option<
             first.line()
         ));
     }
+    if let Some(refused) = &ran.refused {
+        notes.push(format!(
+            "the trial ran at the run's size, having raised at the small size ({refused})"
+        ));
+    }
     if let Err(e) = &ran.log {
         notes.push(format!("its log could not be read: {e}"));
     }
+    notes
+}
+
+/// The tool's check, and the error that makes the evaluation `incorrect` where one of its
+/// reports is in a kernel of the submission's own.
+fn judged(tool: Tool, ran: Ran, own: &[String], seconds: f64) -> (Check, Option<String>) {
+    let Judged {
+        own: errors,
+        library,
+        warnings,
+    } = sanitizer::judge(
+        sanitizer::parse(ran.log.as_deref().unwrap_or_default()),
+        own,
+    );
+    let notes = notes(&library, &warnings, &ran);
     let (outcome, evidence, error) = match (errors.first(), &ran.ended) {
         (Some(first), _) => {
             let more = match errors.len() {
@@ -276,6 +317,7 @@ mod tests {
         Ran {
             log: Ok(log.into()),
             ended,
+            refused: None,
         }
     }
 
@@ -287,6 +329,7 @@ mod tests {
         let unreadable = Ran {
             log: Err(std::io::Error::other("a symbolic link, not followed")),
             ended: None,
+            refused: None,
         };
         let cases: [(Ran, &[String], Outcome, bool); 6] = [
             (ran(OOB, None), &own, Outcome::Fail, true),
