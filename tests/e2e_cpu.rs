@@ -736,6 +736,28 @@ fn profile_ncu_is_refused_on_the_cpu() {
     assert!(!tmp.path().join("refused/results.json").exists());
 }
 
+/// `kbench eval SUB --sanitize` on the CPU with the test's stand-in compute-sanitizer first on
+/// PATH (tests/fixtures/tools), the results in `out`, with `extra`.
+fn sanitized(sub: &Path, out: &Path, extra: &[&str]) -> Output {
+    let path = format!(
+        "{}:{}",
+        root().join("tests/fixtures/tools").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Command::new(env!("CARGO_BIN_EXE_kbench"))
+        .arg("eval")
+        .arg(sub)
+        .args(["--device", "cpu", "--trials", "2", "--max-samples", "8"])
+        .args(["--timeout-call", "15", "--sanitize", "--python", &python()])
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .env("KBENCH_CACHE", root().join("target/kbench-test-cache"))
+        .env("PATH", &path)
+        .output()
+        .expect("run kbench")
+}
+
 /// `--sanitize` through a stand-in compute-sanitizer (tests/fixtures/tools: it logs one report in
 /// a kernel no submission has, then runs the worker it was given): each of the four tools starts
 /// a worker of its own that loads the build (a copy, the four side by side, found built) and runs
@@ -750,25 +772,8 @@ fn sanitize_runs_each_tool_and_keeps_a_library_s_report_apart() {
     std::fs::create_dir_all(&tree).unwrap();
     let honest = root().join("benchmarks/example/cpu/level1/19_ReLU/honest_cpp.py");
     std::fs::copy(&honest, tree.join("honest_cpp.py")).unwrap();
-    let path = format!(
-        "{}:{}",
-        root().join("tests/fixtures/tools").display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     let out = tmp.path().join("run");
-    let run = Command::new(env!("CARGO_BIN_EXE_kbench"))
-        .arg("eval")
-        .arg(tmp.path().join("subs"))
-        .args(["--device", "cpu", "--scale", "small", "--trials", "2"])
-        .args(["--max-samples", "8", "--timeout-call", "15", "--sanitize"])
-        .arg("--python")
-        .arg(python())
-        .arg("--out")
-        .arg(&out)
-        .env("KBENCH_CACHE", root().join("target/kbench-test-cache"))
-        .env("PATH", &path)
-        .output()
-        .expect("run kbench");
+    let run = sanitized(&tmp.path().join("subs"), &out, &["--scale", "small"]);
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(0), "{stderr}");
     let evals = evaluations(&out);
@@ -858,27 +863,13 @@ fn sanitize_runs_at_the_run_s_size_where_the_small_size_raised() {
          \x20       return x + x\n",
     )
     .unwrap();
-    let path = format!(
-        "{}:{}",
-        root().join("tests/fixtures/tools").display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     let out = tmp.path().join("run");
-    let run = Command::new(env!("CARGO_BIN_EXE_kbench"))
-        .arg("eval")
-        .arg(tmp.path().join("sub"))
-        .arg("--tasks")
-        .arg(tmp.path().join("tree"))
-        .args(["--device", "cpu", "--trials", "2", "--max-samples", "8"])
-        .args(["--timeout-call", "15", "--sanitize", "--only", "1/1"])
-        .arg("--python")
-        .arg(python())
-        .arg("--out")
-        .arg(&out)
-        .env("KBENCH_CACHE", root().join("target/kbench-test-cache"))
-        .env("PATH", &path)
-        .output()
-        .expect("run kbench");
+    let tree = tmp.path().join("tree");
+    let run = sanitized(
+        &tmp.path().join("sub"),
+        &out,
+        &["--tasks", tree.to_str().unwrap()],
+    );
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(0), "{stderr}");
     let eval = &evaluations(&out)["level1/1_Rows8.py"];
