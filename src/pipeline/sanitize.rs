@@ -1,12 +1,13 @@
 //! `--sanitize`: memory errors the value checks cannot see. Where an evaluation is correct so
 //! far (pass, no_kernel, contract), the candidate's kernels run once more on one trial (trial
 //! 0's seeds, at the task's small size: the tools slow a kernel down a hundredfold and more;
-//! where the trial raised there, again at the run's size) under each of compute-sanitizer's tools side by side (`sanitizer::Tool::ALL`), each in a
-//! fresh candidate worker the tool starts with a copy of the build (`Alone::under_tool`),
-//! confined as any candidate (the tool runs inside the sandbox and writes its log to the
-//! worker's exchange folder), with PyTorch's caching allocator off
-//! (`PYTORCH_NO_CUDA_MEMORY_CACHING`: each tensor its own allocation, so an access past one is
-//! outside every allocation, where memcheck sees it). The reference never runs under it.
+//! where the trial raised there, again at the run's size) under each of compute-sanitizer's
+//! tools side by side (`sanitizer::Tool::ALL`), each in a fresh candidate worker the tool
+//! starts with a copy of the build (`Alone::under_tool`), confined as any candidate (the tool
+//! runs inside the sandbox and writes its log to the worker's exchange folder), with PyTorch's
+//! caching allocator off (`PYTORCH_NO_CUDA_MEMORY_CACHING`: each tensor its own allocation, so
+//! an access past one is outside every allocation, where memcheck sees it). The reference never
+//! runs under it.
 //!
 //! A report in a kernel of the submission's own (named as the profiled call named them,
 //! `reference_ops::Launches::own`) makes the evaluation `incorrect`: the check of that tool
