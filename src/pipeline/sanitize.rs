@@ -119,12 +119,8 @@ impl<S: Spawner> Sanitize<'_, S> {
         };
         let role = format!("{role}-sized");
         let (sized, sized_log) = self.once(tool, (task, sub), slot, (&role, load::Alone::Sized));
-        let ran = Ran {
-            log: small.log.and_then(|a| sized.log.map(|b| a + &b)),
-            ended: sized.ended,
-            refused: Some(refused),
-        };
-        (ran, small_log.into_iter().chain(sized_log).collect())
+        let logs = small_log.into_iter().chain(sized_log).collect();
+        (small.then(sized, refused), logs)
     }
 
     /// One trial under `tool`, its worker's log under `role`, loaded at `size`.
@@ -184,6 +180,19 @@ struct Ran {
     log: std::io::Result<String>,
     ended: Option<Cause>,
     refused: Option<String>,
+}
+
+impl Ran {
+    /// This run at the small size, which raised (`refused`), followed by `sized`, the run at the
+    /// run's size: the two logs read as one (a report in either counts; either unread, nothing
+    /// read), and what ended the second.
+    fn then(self, sized: Ran, refused: String) -> Ran {
+        Ran {
+            log: self.log.and_then(|a| sized.log.map(|b| a + &b)),
+            ended: sized.ended,
+            refused: Some(refused),
+        }
+    }
 }
 
 /// Each tool's check, and the evaluation's cause: the error of the first tool in `Tool::ALL`'s
@@ -370,6 +379,54 @@ mod tests {
             "{}",
             check.evidence
         );
+    }
+
+    /// A kernel that errs at the small size and then raises (a submission refusing the small
+    /// size after its bad launch, or to be watched at the run's size instead) is judged on both
+    /// logs: the first run's error decides though the second ran clean; a log it replaced with a
+    /// link leaves nothing read, never a pass.
+    #[test]
+    fn a_run_again_at_the_run_s_size_keeps_what_the_small_size_showed() {
+        let own = ["relu_scratch_off_by_one(float const*, float*, float*, long, int)".to_string()];
+        let clean = "========= ERROR SUMMARY: 0 errors\n";
+        let raised = || Some(Cause::Unready("the trial raised".into()));
+        let refused = || "forward: RuntimeError: rows8".to_string();
+        let (check, error) = judged(
+            Tool::Memcheck,
+            ran(OOB, raised()).then(ran(clean, None), refused()),
+            &own,
+            1.0,
+        );
+        assert_eq!(check.outcome, Outcome::Fail, "{}", check.evidence);
+        assert!(error.is_some());
+        assert!(
+            check.evidence.contains(
+                "the trial ran at the run's size, having raised at the small size \
+                 (forward: RuntimeError: rows8)"
+            ),
+            "{}",
+            check.evidence
+        );
+        let unreadable = Ran {
+            log: Err(std::io::Error::other("a symbolic link, not followed")),
+            ended: raised(),
+            refused: None,
+        };
+        let (check, error) = judged(
+            Tool::Memcheck,
+            unreadable.then(ran(clean, None), refused()),
+            &own,
+            1.0,
+        );
+        assert_eq!(check.outcome, Outcome::Skip, "{}", check.evidence);
+        assert!(error.is_none());
+        let (check, _) = judged(
+            Tool::Memcheck,
+            ran(clean, raised()).then(ran(clean, None), refused()),
+            &own,
+            1.0,
+        );
+        assert_eq!(check.outcome, Outcome::Pass, "{}", check.evidence);
     }
 
     #[test]
